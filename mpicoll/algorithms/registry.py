@@ -1,0 +1,103 @@
+"""The algorithm registry: every algorithm of every collective, with its limits.
+
+An :class:`Algorithm` is a name, a schedule builder and the constraints it
+declares. ``"native"`` is registered for every collective like any other
+algorithm; it has no builder (the MPI layer calls the library instead).
+Selection asks :meth:`Algorithm.unmet` before any message moves.
+
+Builders are pure functions ``build(rank, size, count, **params)``
+returning a :class:`~mpicoll.schedule.core.Schedule`. Rooted collectives'
+builders also get ``root=``; reducing collectives' builders get
+``commutative=`` (an order-keeping schedule may differ from the fastest
+one); reduce-scatter builders get the per-rank ``counts`` tuple as
+``count``. Schedules are cached per argument tuple.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable, Mapping
+
+from mpicoll.schedule.core import Schedule
+from mpicoll.schedule.layout import COLLECTIVES, block_counts
+
+ROOTED = ("reduce", "bcast")
+REDUCING = ("allreduce", "reduce", "reduce_scatter_block", "reduce_scatter")
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    collective: str
+    name: str
+    build: Callable[..., Schedule] | None  # None: the MPI library's own call
+    commutative_only: bool = False
+    params: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def native(self) -> bool:
+        return self.build is None
+
+    @property
+    def summary(self) -> str:
+        """First line of the builder's docstring."""
+        if self.build is None:
+            return "the MPI library's own implementation"
+        return (self.build.__doc__ or "").strip().splitlines()[0]
+
+    def unmet(self, *, commutative: bool = True) -> str | None:
+        """Why this algorithm cannot run for these arguments, or None."""
+        if self.commutative_only and not commutative:
+            return "needs a commutative operation"
+        return None
+
+    def schedule(self, rank: int, size: int, count, *, root: int = 0,
+                 commutative: bool = True, **params) -> Schedule:
+        """The (cached) schedule of ``rank``; ``params`` override defaults."""
+        merged = tuple(sorted({**self.params, **params}.items()))
+        if self.collective in ("reduce_scatter", "reduce_scatter_block"):
+            count = block_counts(self.collective, size, count)
+        return _build(self, rank, size, count, root, commutative, merged)
+
+
+@lru_cache(maxsize=4096)
+def _build(alg: Algorithm, rank, size, count, root, commutative,
+           params) -> Schedule:
+    kwargs = dict(params)
+    if alg.collective in ROOTED:
+        kwargs["root"] = root
+    if alg.collective in REDUCING:
+        kwargs["commutative"] = commutative
+    return alg.build(rank, size, count, **kwargs)
+
+
+_REGISTRY: dict[str, dict[str, Algorithm]] = {
+    c: {"native": Algorithm(c, "native", None)} for c in COLLECTIVES
+}
+
+
+def register(collectives, name: str, *, commutative_only: bool = False,
+             **params):
+    """Decorator: register a builder under ``name`` for one or more collectives."""
+    if isinstance(collectives, str):
+        collectives = (collectives,)
+
+    def deco(build):
+        for c in collectives:
+            if name in _REGISTRY[c]:
+                raise ValueError(f"{c} algorithm {name!r} registered twice")
+            _REGISTRY[c][name] = Algorithm(
+                c, name, build, commutative_only, dict(params)
+            )
+        return build
+
+    return deco
+
+
+def algorithms(collective: str) -> list[str]:
+    """Names of the algorithms available for ``collective``, ``"native"`` first."""
+    return list(_REGISTRY[collective])
+
+
+def lookup(collective: str, name: str) -> Algorithm | None:
+    return _REGISTRY.get(collective, {}).get(name)

@@ -1,0 +1,1 @@
+"""Schedules: the plan (core), binding to buffers (plan, layout), running them (executor, simulate)."""

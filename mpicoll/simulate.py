@@ -1,0 +1,94 @@
+"""Simulate a whole collective, every rank in one process, without MPI.
+
+    >>> import numpy as np
+    >>> from mpicoll.simulate import simulate
+    >>> xs = [np.arange(5) * (r + 1) for r in range(3)]
+    >>> [list(y) for y in simulate("allreduce", "ring", xs)]
+    [[0, 6, 12, 18, 24], [0, 6, 12, 18, 24], [0, 6, 12, 18, 24]]
+
+Buffers are laid out exactly as the MPI layer lays them out
+(:mod:`mpicoll.schedule.layout`), including in-place aliasing, and output and
+scratch start out as garbage (``None`` for object arrays, so a schedule that
+reads a value before writing it fails loudly). Object arrays of ``str`` with
+``op=STR_CONCAT`` record the exact order of every reduction.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mpicoll.algorithms import lookup
+from mpicoll.ops import Op, builtin_op
+from mpicoll.schedule.layout import buffer_lengths, inplace_send
+from mpicoll.schedule.plan import bind
+from mpicoll.schedule.simulate import run_plans
+
+#: Associative, not commutative: ``a (op) b`` is string concatenation on
+#: object arrays, so a result spells out the order it was folded in.
+STR_CONCAT = Op("str_concat", lambda a, b, dst: np.add(a, b, out=dst),
+                commutative=False)
+
+
+def garbage(n: int, dtype) -> np.ndarray:
+    """An array whose contents no correct schedule ever reads."""
+    dtype = np.dtype(dtype)
+    if dtype == object:
+        return np.full(n, None, dtype=object)
+    raw = np.random.default_rng(n).integers(0, 256, n * dtype.itemsize,
+                                            dtype=np.uint8)
+    return raw.view(dtype)
+
+
+def simulate(collective: str, algorithm: str, inputs, *, count=None,
+             op="sum", root: int = 0, inplace: bool = False,
+             **params) -> list[np.ndarray]:
+    """Run ``algorithm`` of ``collective`` on ``len(inputs)`` simulated ranks.
+
+    ``inputs[r]`` is rank r's send buffer (for bcast: its buffer, read at the
+    root only). ``count`` defaults to what the inputs imply (for
+    ``reduce_scatter``: pass the per-rank tuple). Returns every rank's
+    receive buffer (empty where the rank receives nothing).
+    """
+    size = len(inputs)
+    alg = lookup(collective, algorithm)
+    if alg is None or alg.native:
+        raise KeyError(f"no hand-built {collective} algorithm {algorithm!r}")
+    op = builtin_op(op) if isinstance(op, str) else op
+    if count is None:
+        count = _implied_count(collective, size, len(inputs[0]))
+    dtype = inputs[0].dtype
+    plans, outputs = [], []
+    for rank in range(size):
+        n_send, n_recv = buffer_lengths(collective, rank, size, count, root)
+        recv = garbage(n_recv, dtype)
+        if collective == "bcast":
+            if rank == root:
+                recv[...] = inputs[rank]
+            send = recv[:0]
+        elif inplace and (collective != "reduce" or rank == root):
+            send = inplace_send(collective, recv, rank, size, count)
+            send[...] = inputs[rank]
+        else:
+            send = np.array(inputs[rank], copy=True)
+        if send.shape[0] != n_send:
+            raise ValueError(f"rank {rank}: input has {send.shape[0]} "
+                             f"elements, {collective} needs {n_send}")
+        schedule = alg.schedule(rank, size, count, root=root,
+                                commutative=op is None or op.commutative,
+                                **params)
+        arrays = {"send": send, "recv": recv,
+                  "tmp": garbage(schedule.tmp, dtype),
+                  "sync": np.empty(0, dtype)}
+        plans.append(bind(schedule, arrays, op))
+        outputs.append(recv)
+    run_plans(plans)
+    return outputs
+
+
+def _implied_count(collective: str, size: int, n_send: int):
+    if collective in ("reduce_scatter_block", "reduce_scatter"):
+        if n_send % size:
+            raise ValueError("pass count= for uneven reduce_scatter")
+        block = n_send // size
+        return block if collective == "reduce_scatter_block" else (block,) * size
+    return n_send
