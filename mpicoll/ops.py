@@ -66,7 +66,7 @@ class Op:
         return self.kinds is None or np.dtype(dtype).kind in self.kinds
 
     @classmethod
-    def builtin(cls, name: str) -> "Op":
+    def builtin(cls, name: str) -> Op:
         ufunc, kinds = _BUILTINS[name]
 
         def apply(a, b, dst, _ufunc=ufunc):
@@ -77,7 +77,7 @@ class Op:
     @classmethod
     def from_callable(
         cls, func: Callable, *, commute: bool = False, name: str | None = None
-    ) -> "Op":
+    ) -> Op:
         """An op from ``func(a, b) -> a (op) b`` on NumPy arrays.
 
         ``commute`` defaults to False: algorithms then keep rank order, which

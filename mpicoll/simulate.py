@@ -32,7 +32,7 @@ STR_CONCAT = Op("str_concat", lambda a, b, dst: np.add(a, b, out=dst),
 def garbage(n: int, dtype) -> np.ndarray:
     """An array whose contents no correct schedule ever reads."""
     dtype = np.dtype(dtype)
-    if dtype == object:
+    if dtype.hasobject:
         return np.full(n, None, dtype=object)
     raw = np.random.default_rng(n).integers(0, 256, n * dtype.itemsize,
                                             dtype=np.uint8)

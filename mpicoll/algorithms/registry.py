@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Mapping
+from typing import Callable
+from collections.abc import Mapping
 
 from mpicoll.schedule.core import Schedule
 from mpicoll.schedule.layout import COLLECTIVES, block_counts
@@ -26,7 +27,7 @@ ROOTED = ("reduce", "bcast")
 REDUCING = ("allreduce", "reduce", "reduce_scatter_block", "reduce_scatter")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # registry singletons: hash by identity
 class Algorithm:
     collective: str
     name: str

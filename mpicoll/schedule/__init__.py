@@ -1,1 +1,2 @@
-"""Schedules: the plan (core), binding to buffers (plan, layout), running them (executor, simulate)."""
+"""Schedules: the plan (core), binding it to buffers (plan, layout), and
+running it (executor on MPI, simulate in one process)."""

@@ -46,7 +46,7 @@ class Span(NamedTuple):
     def __len__(self) -> int:
         return self.stop - self.start
 
-    def sub(self, start: int, stop: int) -> "Span":
+    def sub(self, start: int, stop: int) -> Span:
         """The span of elements ``[start, stop)`` relative to this one."""
         return Span(self.buf, self.start + start, self.start + stop)
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 
-import numpy as np
 
 from mpicoll.schedule.plan import BoundRound, overlap
 

@@ -1,0 +1,42 @@
+"""mpicoll: collective communication on MPI, native and hand-built.
+
+    from mpi4py import MPI
+    import mpicoll
+
+    comm = mpicoll.Comm(MPI.COMM_WORLD)
+    comm.Allreduce(MPI.IN_PLACE, x, MPI.SUM, algorithm="ring")   # mpi4py face
+    comm.all_reduce(x, op="sum", algorithm="auto")               # torch face
+    mpicoll.algorithms("allreduce")   # ['native', 'recursive_doubling', ...]
+"""
+
+from mpicoll.algorithms.registry import algorithms
+from mpicoll.comm import Comm
+from mpicoll.errors import (
+    AlgorithmError,
+    BufferSpecError,
+    CollectiveTimeoutError,
+    ConstraintError,
+    InvalidArgumentError,
+    MpicollError,
+    OpTypeError,
+    UnknownAlgorithmError,
+)
+from mpicoll.ops import Op
+from mpicoll.work import Work
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AlgorithmError",
+    "BufferSpecError",
+    "CollectiveTimeoutError",
+    "Comm",
+    "ConstraintError",
+    "InvalidArgumentError",
+    "MpicollError",
+    "Op",
+    "OpTypeError",
+    "UnknownAlgorithmError",
+    "Work",
+    "algorithms",
+]

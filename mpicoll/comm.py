@@ -1,0 +1,432 @@
+"""``mpicoll.Comm``: an mpi4py communicator with a choice of algorithms.
+
+Two faces over one engine:
+
+- **The buffer face** keeps mpi4py's names, signatures and buffer
+  specifications (``Allreduce(sendbuf, recvbuf, op)``, ``MPI.IN_PLACE``,
+  ``[buf, MPI.DOUBLE]``) and adds a keyword ``algorithm=``, so an mpi4py code
+  switches by wrapping its communicator. Attributes mpicoll does not define
+  fall through to the wrapped communicator.
+- **The array face** is torch.distributed's: ``all_reduce(x, op="sum",
+  algorithm="auto", async_op=False)`` and friends work in place on arrays
+  and return a :class:`~mpicoll.work.Work` when ``async_op=True``.
+
+Every call validates its local arguments (buffers, counts, root, op and
+type, algorithm and its constraints) before any message moves, then runs
+either the MPI library's own call (``algorithm="native"``) or a hand-built
+schedule on the library's private duplicate of the communicator.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from mpi4py import MPI
+
+from mpicoll.buffers import as_buffer
+from mpicoll.context import context_of, forget
+from mpicoll.errors import BufferSpecError, InvalidArgumentError, OpTypeError
+from mpicoll.mpi_ops import as_op, native_op
+from mpicoll.ops import Op
+from mpicoll.schedule.executor import Execution, run
+from mpicoll.schedule.layout import inplace_send
+from mpicoll.schedule.plan import same_memory
+from mpicoll.select import Choice, choose, environment_overrides
+from mpicoll.work import Work
+
+IN_PLACE = MPI.IN_PLACE
+
+
+class Comm:
+    """Wrap ``comm`` (default ``MPI.COMM_WORLD``); collective on ``comm``.
+
+    ``MPICOLL_<COLLECTIVE>_ALGORITHM`` environment settings are read here,
+    once.
+    """
+
+    def __init__(self, comm: MPI.Comm | None = None) -> None:
+        if comm is None:
+            comm = MPI.COMM_WORLD
+        elif isinstance(comm, Comm):
+            comm = comm.mpi
+        if not isinstance(comm, MPI.Intracomm):
+            raise TypeError(f"mpicoll.Comm wraps an MPI.Intracomm, "
+                            f"got {type(comm).__name__}")
+        self.mpi = comm  # the caller's communicator, untouched
+        self._ctx = context_of(comm)
+        self.rank = self._ctx.rank
+        self.size = self._ctx.size
+        self._overrides = environment_overrides()
+        self._choices: dict[tuple, Choice] = {}
+
+    def __getattr__(self, name):
+        return getattr(self.mpi, name)
+
+    def __repr__(self) -> str:
+        return f"<mpicoll.Comm rank {self.rank} of {self.size}>"
+
+    def free(self) -> None:
+        """Free the library's private duplicate (collective)."""
+        forget(self.mpi)
+
+    # ------------------------------------------------------------ selection
+
+    def explain(self, collective: str, *, count: int = 1, dtype="float64",
+                op="sum", algorithm: str = "auto") -> Choice:
+        """Which algorithm a call with these arguments runs, and why."""
+        op = as_op(op) if collective in _REDUCING else None
+        nbytes = count * np.dtype(dtype).itemsize
+        return self._choose(collective, algorithm, nbytes, op,
+                            {"rank": self.rank, "collective": collective})
+
+    def _choose(self, collective, algorithm, nbytes, op, where) -> Choice:
+        commutative = op is None or op.commutative
+        key = (collective, algorithm, nbytes, commutative)
+        choice = self._choices.get(key)
+        if choice is None:
+            choice = self._choices[key] = choose(
+                collective, algorithm, size=self.size, nbytes=nbytes,
+                commutative=commutative, overrides=self._overrides,
+                where=where)
+        return choice
+
+    # ------------------------------------------------------------- engine
+
+    def _launch(self, collective, algorithm, *, send, recv, count, op,
+                root, native, owners, async_op, finish=None):
+        """Choose, then run natively or by schedule; blocking or a Work.
+
+        ``native(nonblocking)`` makes the MPI library's call (returning its
+        request when nonblocking); ``owners`` are the caller's objects behind
+        ``send``/``recv`` (plan cache key, kept alive while in flight);
+        ``finish`` runs once the result is in ``recv``.
+        """
+        where = self._where(collective)
+        if op is not None and not op.supports(send.dtype):
+            raise OpTypeError(f"operation {op.name!r} is not defined for "
+                              f"dtype {send.dtype}", **where)
+        nbytes = recv.nbytes if collective == "bcast" else send.nbytes
+        alg = self._choose(collective, algorithm, nbytes, op, where).algorithm
+        where["algorithm"] = alg.name
+        if alg.native:
+            if async_op:
+                return Work(where=where, request=native(True), finish=finish,
+                            keep=owners)
+            native(False)
+        else:
+            plan = self._ctx.plan(alg, count, root, op, send, recv, owners)
+            tag = self._ctx.next_tag()
+            if async_op:
+                plan.busy = True
+
+                def release():
+                    plan.busy = False
+                    if finish is not None:
+                        finish()
+
+                return Work(where=where, finish=release, keep=owners,
+                            execution=Execution(plan.steps, self._ctx.comm,
+                                                tag))
+            run(plan.steps, self._ctx.comm, tag)
+        if finish is not None:
+            finish()
+        return None
+
+    # ----------------------------------------------------- argument parsing
+
+    def _where(self, collective) -> dict:
+        return {"rank": self.rank, "collective": collective}
+
+    def _buffer(self, spec, collective, what, writable=False) -> np.ndarray:
+        return as_buffer(spec, what=what, writable=writable,
+                         where=self._where(collective))
+
+    def _array(self, x, collective, what, writable=True) -> np.ndarray:
+        """Array-face argument ``x`` as a flat view of its memory."""
+        if not isinstance(x, np.ndarray):
+            raise BufferSpecError(f"{what} must be a NumPy array, got "
+                                  f"{type(x).__name__}",
+                                  **self._where(collective))
+        return self._buffer(x, collective, what, writable)
+
+    def _op(self, op, collective) -> Op:
+        try:
+            return as_op(op)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(str(exc),
+                                       **self._where(collective)) from None
+
+    def _root(self, root, collective) -> int:
+        if not isinstance(root, (int, np.integer)) or not \
+                0 <= root < self.size:
+            raise InvalidArgumentError(
+                f"root {root!r} is not a rank of this communicator "
+                f"(size {self.size})", **self._where(collective))
+        return int(root)
+
+    def _need(self, buf: np.ndarray, n: int, collective, what) -> np.ndarray:
+        """The first ``n`` elements of ``buf``, or a clear error."""
+        if buf.size < n:
+            raise BufferSpecError(f"{what} holds {buf.size} elements, "
+                                  f"needs {n}", **self._where(collective))
+        return buf[:n]
+
+    def _same_type(self, send: np.ndarray, recv: np.ndarray,
+                   collective) -> None:
+        if send.dtype != recv.dtype:
+            raise BufferSpecError(
+                f"send dtype {send.dtype} differs from receive dtype "
+                f"{recv.dtype}", **self._where(collective))
+
+    # ---------------------------------------------------- buffer face (MPI)
+
+    def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto"):
+        c = "allreduce"
+        op = self._op(op, c)
+        rbuf = self._buffer(recvbuf, c, "recvbuf", writable=True)
+        if sendbuf is IN_PLACE:
+            send = recv = rbuf
+        else:
+            send = self._buffer(sendbuf, c, "sendbuf")
+            self._same_type(send, rbuf, c)
+            recv = self._need(rbuf, send.size, c, "recvbuf")
+        self._allreduce(send, recv, op, algorithm, _owners(sendbuf, recvbuf),
+                        async_op=False)
+
+    def _allreduce(self, send, recv, op, algorithm, owners, async_op):
+        def native(nonblocking):
+            comm = self._ctx.comm
+            call = comm.Iallreduce if nonblocking else comm.Allreduce
+            return call(_in_place_or(send, recv), recv, native_op(op))
+
+        return self._launch("allreduce", algorithm, send=send, recv=recv,
+                            count=recv.size, op=op, root=0, native=native,
+                            owners=owners, async_op=async_op)
+
+    def Reduce(self, sendbuf, recvbuf, op=MPI.SUM, root=0, *,
+               algorithm="auto"):
+        c = "reduce"
+        op = self._op(op, c)
+        root = self._root(root, c)
+        if self.rank != root:
+            if sendbuf is IN_PLACE:
+                raise InvalidArgumentError(
+                    "MPI.IN_PLACE is for the root only", **self._where(c))
+            send = self._buffer(sendbuf, c, "sendbuf")
+            recv, owners = send[:0], _owners(sendbuf)
+        else:
+            rbuf = self._buffer(recvbuf, c, "recvbuf", writable=True)
+            if sendbuf is IN_PLACE:
+                send = recv = rbuf
+            else:
+                send = self._buffer(sendbuf, c, "sendbuf")
+                self._same_type(send, rbuf, c)
+                recv = self._need(rbuf, send.size, c, "recvbuf")
+            owners = _owners(sendbuf, recvbuf)
+        self._reduce(send, recv, op, root, algorithm, owners, async_op=False)
+
+    def _reduce(self, send, recv, op, root, algorithm, owners, async_op):
+        def native(nonblocking):
+            comm = self._ctx.comm
+            call = comm.Ireduce if nonblocking else comm.Reduce
+            r = recv if self.rank == root else None
+            return call(_in_place_or(send, recv), r, native_op(op), root)
+
+        return self._launch("reduce", algorithm, send=send, recv=recv,
+                            count=send.size, op=op, root=root, native=native,
+                            owners=owners, async_op=async_op)
+
+    def Bcast(self, buf, root=0, *, algorithm="auto"):
+        c = "bcast"
+        root = self._root(root, c)
+        data = self._buffer(buf, c, "buf", writable=True)
+        self._bcast(data, root, algorithm, _owners(buf), async_op=False)
+
+    def _bcast(self, data, root, algorithm, owners, async_op):
+        def native(nonblocking):
+            comm = self._ctx.comm
+            return (comm.Ibcast if nonblocking else comm.Bcast)(data, root)
+
+        return self._launch("bcast", algorithm, send=data[:0], recv=data,
+                            count=data.size, op=None, root=root,
+                            native=native, owners=owners, async_op=async_op)
+
+    def Allgather(self, sendbuf, recvbuf, *, algorithm="auto"):
+        c = "allgather"
+        rbuf = self._buffer(recvbuf, c, "recvbuf", writable=True)
+        if sendbuf is IN_PLACE:
+            count = rbuf.size // self.size
+        else:
+            send = self._buffer(sendbuf, c, "sendbuf")
+            self._same_type(send, rbuf, c)
+            count = send.size
+        recv = self._need(rbuf, count * self.size, c, "recvbuf")
+        if sendbuf is IN_PLACE:
+            send = inplace_send(c, recv, self.rank, self.size, count)
+        self._allgather(send, recv, algorithm, _owners(sendbuf, recvbuf),
+                        async_op=False)
+
+    def _allgather(self, send, recv, algorithm, owners, async_op):
+        def native(nonblocking):
+            comm = self._ctx.comm
+            call = comm.Iallgather if nonblocking else comm.Allgather
+            return call(_in_place_or(send, recv[send.nbytes and
+                                                 self.rank * send.size:]),
+                        recv)
+
+        return self._launch("allgather", algorithm, send=send, recv=recv,
+                            count=send.size, op=None, root=0, native=native,
+                            owners=owners, async_op=async_op)
+
+    def Reduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM, *,
+                             algorithm="auto"):
+        c = "reduce_scatter_block"
+        op = self._op(op, c)
+        rbuf = self._buffer(recvbuf, c, "recvbuf", writable=True)
+        n = rbuf.size // self.size if sendbuf is IN_PLACE else rbuf.size
+        self._reduce_scatter(c, sendbuf, rbuf, n, (n,) * self.size, op,
+                             algorithm, _owners(sendbuf, recvbuf),
+                             async_op=False)
+
+    def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM,
+                       *, algorithm="auto"):
+        c = "reduce_scatter"
+        op = self._op(op, c)
+        rbuf = self._buffer(recvbuf, c, "recvbuf", writable=True)
+        if recvcounts is None:
+            if sendbuf is IN_PLACE:
+                raise InvalidArgumentError(
+                    "MPI.IN_PLACE needs recvcounts", **self._where(c))
+            recvcounts = self._ctx.comm.allgather(rbuf.size)
+        counts = tuple(int(n) for n in recvcounts)
+        if len(counts) != self.size or min(counts) < 0:
+            raise InvalidArgumentError(
+                f"recvcounts must hold {self.size} non-negative counts, "
+                f"got {list(recvcounts)}", **self._where(c))
+        self._reduce_scatter(c, sendbuf, rbuf, counts, counts, op, algorithm,
+                             _owners(sendbuf, recvbuf), async_op=False)
+
+    def _reduce_scatter(self, c, sendbuf, rbuf, count, counts, op,
+                        algorithm, owners, async_op):
+        """Both reduce-scatters; ``count`` keys the schedule (an int for
+        _block, the counts tuple otherwise). In place, the input is
+        ``rbuf`` and the result is staged, then copied to its front."""
+        total, mine = sum(counts), counts[self.rank]
+        finish = None
+        if sendbuf is IN_PLACE:
+            send = self._need(rbuf, total, c, "recvbuf")
+            recv = np.empty(mine, send.dtype)
+            owners = (*owners, recv)
+
+            def finish():
+                send[:mine] = recv
+        else:
+            send = self._need(self._buffer(sendbuf, c, "sendbuf"), total, c,
+                              "sendbuf")
+            self._same_type(send, rbuf, c)
+            recv = self._need(rbuf, mine, c, "recvbuf")
+
+        def native(nonblocking):
+            comm, mpi_op = self._ctx.comm, native_op(op)
+            if c == "reduce_scatter_block":
+                call = comm.Ireduce_scatter_block if nonblocking else \
+                    comm.Reduce_scatter_block
+                return call(send, recv, mpi_op)
+            call = comm.Ireduce_scatter if nonblocking else \
+                comm.Reduce_scatter
+            return call(send, recv, list(counts), mpi_op)
+
+        return self._launch(c, algorithm, send=send, recv=recv, count=count,
+                            op=op, root=0, native=native, owners=owners,
+                            async_op=async_op, finish=finish)
+
+    def Barrier(self, *, algorithm="auto"):
+        self.barrier(algorithm=algorithm)
+
+    # ------------------------------------------- array face (torch-style)
+
+    def all_reduce(self, x, op="sum", *, algorithm="auto", async_op=False):
+        """Reduce ``x`` across ranks, in place on every rank."""
+        c = "allreduce"
+        op = self._op(op, c)
+        flat = self._array(x, c, "x")
+        return self._allreduce(flat, flat, op, algorithm, (x,), async_op)
+
+    def reduce(self, x, root=0, op="sum", *, algorithm="auto",
+               async_op=False):
+        """Reduce ``x`` onto ``root``, in place there; elsewhere ``x`` is
+        only read."""
+        c = "reduce"
+        op = self._op(op, c)
+        root = self._root(root, c)
+        at_root = self.rank == root
+        flat = self._array(x, c, "x", writable=at_root)
+        return self._reduce(flat, flat if at_root else flat[:0], op, root,
+                            algorithm, (x,), async_op)
+
+    def broadcast(self, x, root=0, *, algorithm="auto", async_op=False):
+        """Copy root's ``x`` into every rank's ``x``."""
+        c = "bcast"
+        root = self._root(root, c)
+        return self._bcast(self._array(x, c, "x"), root, algorithm, (x,),
+                           async_op)
+
+    def all_gather(self, out, x, *, algorithm="auto", async_op=False):
+        """Concatenate every rank's ``x`` into ``out`` (``size * x.size``
+        elements in rank order, any shape); ``x`` may be ``out``'s own
+        block (in place)."""
+        c = "allgather"
+        send = self._array(x, c, "x", writable=False)
+        recv = self._array(out, c, "out")
+        if recv.dtype != send.dtype or recv.size != send.size * self.size:
+            raise BufferSpecError(
+                f"out must be {self.size} x {send.size} elements of "
+                f"{send.dtype}, got {recv.size} of {recv.dtype}",
+                **self._where(c))
+        block = inplace_send(c, recv, self.rank, self.size, send.size)
+        if same_memory(block, send):
+            send = block
+        return self._allgather(send, recv, algorithm, (out, x), async_op)
+
+    def reduce_scatter(self, out, x, op="sum", *, algorithm="auto",
+                       async_op=False):
+        """Reduce ``x`` (``size * out.size`` elements) across ranks and
+        leave block ``rank`` of the result in ``out``."""
+        c = "reduce_scatter_block"
+        op = self._op(op, c)
+        send = self._array(x, c, "x", writable=False)
+        recv = self._array(out, c, "out")
+        if recv.dtype != send.dtype or send.size != recv.size * self.size:
+            raise BufferSpecError(
+                f"x must be {self.size} x {recv.size} elements of "
+                f"{recv.dtype}, got {send.size} of {send.dtype}",
+                **self._where(c))
+        n = recv.size
+        return self._reduce_scatter(c, send, recv, n, (n,) * self.size, op,
+                                    algorithm, (out, x), async_op)
+
+    def barrier(self, *, algorithm="auto", async_op=False):
+        """Block until every rank has entered the barrier."""
+        empty = np.empty(0, np.uint8)
+
+        def native(nonblocking):
+            comm = self._ctx.comm
+            return comm.Ibarrier() if nonblocking else comm.Barrier()
+
+        return self._launch("barrier", algorithm, send=empty, recv=empty,
+                            count=0, op=None, root=0, native=native,
+                            owners=(), async_op=async_op)
+
+
+_REDUCING = ("allreduce", "reduce", "reduce_scatter_block", "reduce_scatter")
+
+
+def _owners(*specs) -> tuple:
+    """The caller's buffer objects behind buffer specifications."""
+    return tuple(s[0] if isinstance(s, (list, tuple)) else s for s in specs)
+
+
+def _in_place_or(send: np.ndarray, inside: np.ndarray):
+    """``MPI.IN_PLACE`` when ``send`` is the in-place view at the start of
+    ``inside``, else ``send``: what a native call takes."""
+    return IN_PLACE if send.size and same_memory(send, inside[:send.size]) \
+        else send

@@ -1,0 +1,146 @@
+"""Running a bound plan on MPI, blocking or as a nonblocking handle.
+
+Every message of one collective call carries the call's tag on the
+library's private communicator, so calls never match each other's messages
+and the non-overtaking rule orders messages between a pair of ranks the way
+the simulator assumes.
+
+Two drivers, one plan format:
+
+- :func:`run` is the blocking loop. A round with one send and one receive is
+  a single ``Sendrecv``; one-sided rounds are ``Send``/``Recv``; others post
+  everything and ``Waitall``. Then the round's local steps run.
+- :class:`Execution` is the nonblocking state machine behind ``async_op`` and
+  ``I*`` calls: ``test()`` advances as far as messages allow without
+  blocking; ``wait(timeout)`` blocks (``Waitall``), or polls until the
+  deadline and reports whether it finished (``pending()`` then names the
+  peers still outstanding).
+
+Messages travel as bytes (``uint8`` views): schedules never convert types, and
+dtypes MPI has no name for (``float16``) move as well as any other.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import numpy as np
+from mpi4py import MPI
+
+from mpicoll.schedule.plan import BoundRound
+
+
+class Step(NamedTuple):
+    sends: tuple  # ((uint8 view, peer), ...)
+    recvs: tuple
+    local: tuple
+
+
+def compile_plan(plan: list[BoundRound]) -> tuple[Step, ...]:
+    """Turn a bound plan into byte-view steps the drivers run."""
+
+    def raw(pairs):
+        return tuple((v.view(np.uint8), peer) for peer, v in pairs)
+
+    return tuple(Step(raw(r.sends), raw(r.recvs), r.local) for r in plan)
+
+
+def run(steps: tuple[Step, ...], comm: MPI.Comm, tag: int) -> None:
+    """Run ``steps`` to completion, blocking."""
+    waitall = MPI.Request.Waitall
+    for sends, recvs, local in steps:
+        if sends and recvs:
+            if len(sends) == 1 and len(recvs) == 1:
+                (sbuf, dst), (rbuf, src) = sends[0], recvs[0]
+                comm.Sendrecv(sbuf, dst, tag, rbuf, src, tag)
+            else:
+                waitall([comm.Irecv(b, p, tag) for b, p in recvs]
+                        + [comm.Isend(b, p, tag) for b, p in sends])
+        elif recvs:
+            if len(recvs) == 1:
+                comm.Recv(recvs[0][0], recvs[0][1], tag)
+            else:
+                waitall([comm.Irecv(b, p, tag) for b, p in recvs])
+        elif sends:
+            if len(sends) == 1:
+                comm.Send(sends[0][0], sends[0][1], tag)
+            else:
+                waitall([comm.Isend(b, p, tag) for b, p in sends])
+        for step in local:
+            step()
+
+
+def poll(test, timeout: float) -> bool:
+    """Call ``test()`` with backing-off pauses until it returns True (then
+    True) or ``timeout`` seconds pass (then False)."""
+    deadline = time.monotonic() + timeout
+    pause = 1e-6
+    while not test():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, 1e-3)
+    return True
+
+
+class Execution:
+    """A schedule in flight; rounds advance when ``test``/``wait`` is called."""
+
+    def __init__(self, steps: tuple[Step, ...], comm: MPI.Comm,
+                 tag: int) -> None:
+        self._steps = steps
+        self._comm = comm
+        self._tag = tag
+        self._next = 0
+        self._requests: list[MPI.Request] = []
+        self._peers: list[tuple[str, int]] = []
+        self.done = False
+        self._advance()
+
+    def _post(self, step: Step) -> None:
+        comm, tag = self._comm, self._tag
+        self._requests = [comm.Irecv(b, p, tag) for b, p in step.recvs] + [
+            comm.Isend(b, p, tag) for b, p in step.sends]
+        self._peers = [("receive from", p) for _, p in step.recvs] + [
+            ("send to", p) for _, p in step.sends]
+
+    def _advance(self) -> None:
+        """Post rounds, finishing the ones that need no messages."""
+        while self._next < len(self._steps):
+            step = self._steps[self._next]
+            if self._requests:  # the current round's messages are done
+                self._requests = []
+                for fn in step.local:
+                    fn()
+                self._next += 1
+                continue
+            if step.sends or step.recvs:
+                self._post(step)
+                return
+            for fn in step.local:
+                fn()
+            self._next += 1
+        self.done = True
+
+    def test(self) -> bool:
+        """Advance without blocking; True once complete."""
+        while not self.done and MPI.Request.Testall(self._requests):
+            self._advance()
+        return self.done
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until complete and return True; with ``timeout`` (seconds)
+        poll instead, returning False if the deadline passes first."""
+        if timeout is None:
+            while not self.done:
+                MPI.Request.Waitall(self._requests)
+                self._advance()
+            return True
+        return poll(self.test, timeout)
+
+    def pending(self) -> list[str]:
+        """The operations of the current round not yet complete."""
+        return [f"{what} rank {peer}"
+                for req, (what, peer) in zip(self._requests, self._peers)
+                if not req.Test()]

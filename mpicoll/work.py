@@ -1,0 +1,80 @@
+"""``Work``: the handle an ``async_op=True`` call returns.
+
+Like torch.distributed's ``Work``: ``wait(timeout=None)``, ``test()``,
+``is_completed()``. A hand-built algorithm advances its schedule whenever the
+handle is tested or waited on (MPI progresses messages already posted on its
+own); a native call wraps the MPI library's own nonblocking request. Either
+way ``finish`` (copying a staged result to where the caller wants it, and
+releasing scratch) runs exactly once, when the operation completes.
+"""
+
+from __future__ import annotations
+
+from mpi4py import MPI
+
+from mpicoll.errors import CollectiveTimeoutError
+from mpicoll.schedule.executor import Execution, poll
+
+
+class Work:
+    """A collective in flight. The caller's buffers must stay untouched (and
+    alive: the handle keeps them referenced) until it completes."""
+
+    def __init__(self, *, where: dict, execution: Execution | None = None,
+                 request: MPI.Request | None = None, finish=None,
+                 keep=()) -> None:
+        self._where = where  # rank, collective, algorithm (for errors)
+        self._execution = execution
+        self._request = request
+        self._finish = finish
+        self._keep = keep  # buffers kept alive while in flight
+        self._completed = False
+        if execution is not None and execution.done:
+            self._complete()
+
+    def _complete(self) -> None:
+        if not self._completed:
+            self._completed = True
+            if self._finish is not None:
+                self._finish()
+            self._keep = ()
+
+    def test(self) -> bool:
+        """Advance without blocking; True once the operation is complete."""
+        if not self._completed:
+            if self._execution is not None:
+                done = self._execution.test()
+            else:
+                done = self._request.Test()
+            if done:
+                self._complete()
+        return self._completed
+
+    def is_completed(self) -> bool:
+        """True once complete (does advance progress, like ``test``)."""
+        return self.test()
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until complete. With ``timeout`` seconds, raise
+        :class:`~mpicoll.errors.CollectiveTimeoutError` naming the peers
+        still pending instead of blocking forever; the operation stays in
+        flight and may be waited on again."""
+        if self._completed:
+            return
+        if timeout is None:
+            if self._execution is not None:
+                self._execution.wait()
+            else:
+                self._request.Wait()
+            self._complete()
+            return
+        if not poll(self.test, timeout):
+            if self._execution is not None:
+                pending = self._execution.pending()
+                detail = "still pending: " + ", ".join(pending)
+            else:
+                pending = ()
+                detail = "the MPI library's request is still pending"
+            raise CollectiveTimeoutError(
+                f"not complete after {timeout:g} s; {detail}",
+                pending=pending, **self._where)

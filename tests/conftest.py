@@ -1,0 +1,42 @@
+"""Shared test set-up.
+
+Under ``mpiexec`` a rank that fails a test would leave the other ranks
+blocked in the next collective. The hook below prints the failure at once
+and aborts the whole job, so a bug shows as a failed run, never a hang
+(pytest-timeout's thread method, configured in setup.cfg, catches a rank
+stuck inside an MPI call; ``MPIEXEC_TIMEOUT`` in tests/run-all.sh is the
+last backstop).
+"""
+
+import sys
+
+import pytest
+
+
+def _world_size() -> int:
+    if "mpi4py.MPI" not in sys.modules:
+        return 1
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD.Get_size()
+
+
+def pytest_configure(config):
+    """Give each rank its own --basetemp (ranks race on cleanup otherwise)."""
+    if config.option.basetemp and _world_size() > 1:
+        from mpi4py import MPI
+
+        rank = MPI.COMM_WORLD.Get_rank()
+        config.option.basetemp = f"{config.option.basetemp}/rank{rank}"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report):
+    if report.failed and _world_size() > 1:
+        from mpi4py import MPI
+
+        rank = MPI.COMM_WORLD.Get_rank()
+        sys.stderr.write(f"\n[rank {rank}] FAILED {report.nodeid} "
+                         f"({report.when}):\n{report.longreprtext}\n")
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(1)

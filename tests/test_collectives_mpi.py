@@ -1,0 +1,345 @@
+"""Tier 2: every registered algorithm on real MPI, against native MPI.
+
+Run under ``mpiexec -n N python -m mpi4py -m pytest --with-mpi -m mpi``.
+Data are integer-valued and unique per (rank, index), so every algorithm
+must agree *bitwise* with the MPI library's own call and with a NumPy
+reference, whatever order it reduces in. Each test loops over the counts
+{0, 1, p-1, p, p+1, 1000} itself, to keep pytest's overhead out of the
+oversubscribed runs.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import mpicoll
+from mpicoll.algorithms.registry import lookup
+from mpicoll.errors import ConstraintError
+
+pytestmark = pytest.mark.mpi
+
+MASK = np.uint64(0xFFFFFFFF)
+
+
+def affine(a, b):
+    """Compose affine maps x -> m x + c (mod 2**32) packed as m<<32 | c:
+    apply ``a`` then ``b``. Associative, not commutative."""
+    ma, ca, mb, cb = a >> 32, a & MASK, b >> 32, b & MASK
+    return (((ma * mb) & MASK) << np.uint64(32)) | ((ca * mb + cb) & MASK)
+
+
+def _affine_mpi(inbuf, inoutbuf, datatype):
+    a = np.frombuffer(inbuf, dtype=np.uint64)
+    b = np.frombuffer(inoutbuf, dtype=np.uint64)
+    b[...] = affine(a, b)
+
+
+AFFINE = MPI.Op.Create(_affine_mpi, commute=False)
+
+# (op as passed to mpicoll, dtypes it is tested on, NumPy fold of two
+# operands, the MPI.Op the native reference call uses)
+OPS = {
+    "sum": ("sum", ("int32", "float64", "complex128"), np.add, MPI.SUM),
+    "max": (MPI.MAX, ("int16", "float32"), np.maximum, MPI.MAX),
+    "bxor": ("bxor", ("uint8",), np.bitwise_xor, MPI.BXOR),
+    "lor": ("lor", ("bool",), np.logical_or, MPI.LOR),
+    "affine": (AFFINE, ("uint64",), affine, AFFINE),
+    "callable": (affine, ("uint64",), affine, AFFINE),
+}
+COMMUTATIVE = ("sum", "max", "bxor", "lor")
+
+
+def values(rank: int, count: int, dtype: str) -> np.ndarray:
+    """Rank ``rank``'s input: unique per (rank, index), exact in any sum."""
+    i = np.arange(count, dtype=np.int64)
+    if dtype == "bool":
+        return (i + rank) % 3 == 0
+    if dtype == "uint64":
+        m = (rank * 1000 + i) * 2654435761 % (1 << 32) | 1
+        return (m.astype(np.uint64) << np.uint64(32)) | (i + rank).astype(
+            np.uint64)
+    raw = rank * 1013 + i * 7 + 1
+    if np.dtype(dtype).kind in "iu":
+        raw %= np.iinfo(dtype).max
+    return (raw + (1j * rank if dtype.startswith("complex") else 0)).astype(
+        dtype)
+
+
+def fold(op_name: str, arrays):
+    return functools.reduce(OPS[op_name][2], arrays)
+
+
+def counts_for(size: int):
+    return sorted({0, 1, max(size - 1, 0), size, size + 1, 1000})
+
+
+@pytest.fixture(scope="module", params=["world", "dup", "split"])
+def comm(request):
+    world = MPI.COMM_WORLD
+    if request.param == "world":
+        base = world
+    elif request.param == "dup":
+        base = world.Dup()
+    else:  # halves; unequal when the world size is odd
+        base = world.Split(world.Get_rank() % 2, world.Get_rank())
+    return mpicoll.Comm(base)
+
+
+def cases(collective, ops=tuple(OPS)):
+    """(algorithm, op) for every algorithm of ``collective`` and op."""
+    return [pytest.param(name, op_name, id=f"{name}-{op_name}")
+            for name in mpicoll.algorithms(collective) for op_name in ops]
+
+
+def each_input(comm, op_name):
+    """(count, dtype) pairs to run, and the op to pass."""
+    op, dtypes, _, reference = OPS[op_name]
+    for dtype in dtypes:
+        for count in counts_for(comm.size):
+            yield count, dtype, op, reference
+
+
+def refuses(collective, algorithm, op_name):
+    """True when the algorithm declares it cannot take this op."""
+    alg = lookup(collective, algorithm)
+    return alg.commutative_only and op_name not in COMMUTATIVE
+
+
+@pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])
+@pytest.mark.parametrize(("algorithm", "op_name"), cases("allreduce"))
+def test_allreduce(comm, algorithm, op_name, inplace):
+    if refuses("allreduce", algorithm, op_name):
+        x = values(comm.rank, 4, "uint64")
+        with pytest.raises(ConstraintError, match="commutative"):
+            comm.Allreduce(MPI.IN_PLACE, x, OPS[op_name][0],
+                           algorithm=algorithm)
+        return
+    for count, dtype, op, reference in each_input(comm, op_name):
+        x = values(comm.rank, count, dtype)
+        expected = fold(op_name, [values(r, count, dtype)
+                                  for r in range(comm.size)])
+        native = np.empty_like(x)
+        comm.mpi.Allreduce(x, native, reference)
+        if inplace:
+            got = x.copy()
+            comm.Allreduce(MPI.IN_PLACE, got, op, algorithm=algorithm)
+        else:
+            got = np.full_like(x, 7)
+            comm.Allreduce(x, got, op, algorithm=algorithm)
+            assert np.array_equal(x, values(comm.rank, count, dtype))
+        assert np.array_equal(got, native), (count, dtype)
+        assert np.array_equal(got, expected), (count, dtype)
+
+
+@pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])
+@pytest.mark.parametrize(("algorithm", "op_name"),
+                         cases("reduce", ("sum", "max", "affine")))
+def test_reduce(comm, algorithm, op_name, inplace):
+    if refuses("reduce", algorithm, op_name):
+        with pytest.raises(ConstraintError):
+            comm.Reduce(values(comm.rank, 3, "uint64"),
+                        np.empty(3, np.uint64), OPS[op_name][0],
+                        algorithm=algorithm)
+        return
+    for count, dtype, op, _ in each_input(comm, op_name):
+        expected = fold(op_name, [values(r, count, dtype)
+                                  for r in range(comm.size)])
+        for root in range(comm.size):
+            x = values(comm.rank, count, dtype)
+            at_root = comm.rank == root
+            if inplace and at_root:
+                comm.Reduce(MPI.IN_PLACE, x, op, root=root,
+                            algorithm=algorithm)
+                got = x
+            else:
+                got = np.zeros_like(x) if at_root else None
+                comm.Reduce(x, got, op, root=root, algorithm=algorithm)
+                assert np.array_equal(x, values(comm.rank, count, dtype))
+            if at_root:
+                assert np.array_equal(got, expected), (count, dtype, root)
+
+
+@pytest.mark.parametrize("algorithm", mpicoll.algorithms("bcast"))
+def test_bcast(comm, algorithm):
+    for count in counts_for(comm.size):
+        for dtype in ("int64", "float32", "complex64", "bool"):
+            for root in range(comm.size):
+                data = values(root, count, dtype)
+                buf = data.copy() if comm.rank == root else \
+                    np.zeros_like(data)
+                comm.Bcast(buf, root=root, algorithm=algorithm)
+                assert np.array_equal(buf, data), (count, dtype, root)
+
+
+@pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])
+@pytest.mark.parametrize("algorithm", mpicoll.algorithms("allgather"))
+def test_allgather(comm, algorithm, inplace):
+    for count in counts_for(comm.size):
+        for dtype in ("int32", "float64", "uint8"):
+            mine = values(comm.rank, count, dtype)
+            expected = np.concatenate([values(r, count, dtype)
+                                       for r in range(comm.size)])
+            native = np.empty_like(expected)
+            comm.mpi.Allgather(mine, native)
+            got = np.zeros_like(expected)
+            if inplace:
+                got[comm.rank * count:(comm.rank + 1) * count] = mine
+                comm.Allgather(MPI.IN_PLACE, got, algorithm=algorithm)
+            else:
+                comm.Allgather(mine, got, algorithm=algorithm)
+            assert np.array_equal(got, native), (count, dtype)
+            assert np.array_equal(got, expected), (count, dtype)
+
+
+def _uneven(size: int, count: int) -> list[int]:
+    """Per-rank counts with zeros in them, summing to about size*count."""
+    return [(count + 3 * r) % (count + 2) if r % 3 else 0
+            for r in range(size)]
+
+
+@pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])
+@pytest.mark.parametrize("collective",
+                         ["reduce_scatter_block", "reduce_scatter"])
+@pytest.mark.parametrize(("algorithm", "op_name"),
+                         cases("reduce_scatter", ("sum", "max", "affine")))
+def test_reduce_scatter(comm, collective, algorithm, op_name, inplace):
+    if refuses(collective, algorithm, op_name):
+        n = comm.size
+        with pytest.raises(ConstraintError):
+            comm.Reduce_scatter_block(values(comm.rank, n, "uint64"),
+                                      np.empty(1, np.uint64),
+                                      OPS[op_name][0], algorithm=algorithm)
+        return
+    for count, dtype, op, reference in each_input(comm, op_name):
+        if collective == "reduce_scatter":
+            counts = _uneven(comm.size, count)
+        else:
+            counts = [count] * comm.size
+        total = sum(counts)
+        x = values(comm.rank, total, dtype)
+        full = fold(op_name, [values(r, total, dtype)
+                              for r in range(comm.size)])
+        start = sum(counts[:comm.rank])
+        expected = full[start:start + counts[comm.rank]]
+        native = np.empty(counts[comm.rank], dtype)
+        comm.mpi.Reduce_scatter(x, native, counts, reference)
+        if inplace:
+            got = x.copy()
+            send = MPI.IN_PLACE
+        else:
+            got = np.zeros(counts[comm.rank], dtype)
+            send = x
+        if collective == "reduce_scatter":
+            comm.Reduce_scatter(send, got, counts, op, algorithm=algorithm)
+        else:
+            comm.Reduce_scatter_block(send, got, op, algorithm=algorithm)
+        got = got[:counts[comm.rank]]
+        assert np.array_equal(got, native), (count, dtype, counts)
+        assert np.array_equal(got, expected), (count, dtype, counts)
+
+
+@pytest.mark.parametrize("algorithm", mpicoll.algorithms("barrier"))
+def test_barrier_waits_for_the_last_rank(comm, algorithm):
+    import time
+
+    comm.mpi.Barrier()
+    start = time.monotonic()
+    if comm.rank == comm.size - 1:
+        time.sleep(0.3)
+    comm.Barrier(algorithm=algorithm)
+    if comm.rank != comm.size - 1:
+        assert time.monotonic() - start > 0.1
+    for _ in range(3):
+        comm.barrier(algorithm=algorithm)
+
+
+# ------------------------------------------------------------ array face
+
+
+@pytest.mark.parametrize("algorithm", mpicoll.algorithms("allreduce"))
+def test_all_reduce_array_face_and_async(comm, algorithm):
+    shape = (3, 5)
+    x = np.arange(15, dtype=np.float64).reshape(shape) + comm.rank
+    expected = sum(np.arange(15.0).reshape(shape) + r
+                   for r in range(comm.size))
+    comm.all_reduce(x, algorithm=algorithm)
+    assert np.array_equal(x, expected)
+    # Two in flight at once, completed in reverse order: the rolling tag
+    # keeps their messages apart.
+    a = np.full(100, comm.rank, np.int64)
+    b = np.full(7, comm.rank + 1, np.int64)
+    wa = comm.all_reduce(a, algorithm=algorithm, async_op=True)
+    wb = comm.all_reduce(b, op="max", algorithm=algorithm, async_op=True)
+    wb.wait()
+    wa.wait()
+    assert wa.is_completed() and wb.test()
+    assert np.all(a == sum(range(comm.size)))
+    assert np.all(b == comm.size)
+
+
+def test_array_face_collectives(comm):
+    p, r = comm.size, comm.rank
+    x = np.arange(6.0) * (r + 1)
+    comm.reduce(x, root=p - 1)
+    if r == p - 1:
+        assert np.array_equal(x, np.arange(6.0) * sum(range(1, p + 1)))
+    y = np.full((2, 2), r, np.int32)
+    comm.broadcast(y, root=p // 2)
+    assert np.all(y == p // 2)
+    out = np.empty((p, 3), np.int16)
+    comm.all_gather(out, np.full(3, r, np.int16))
+    assert np.array_equal(out, np.repeat(np.arange(p), 3).reshape(p, 3))
+    comm.all_gather(out, out[r])  # in place: x is out's own block
+    assert np.array_equal(out[:, 0], np.arange(p))
+    mine = np.empty(2, np.int64)
+    work = comm.reduce_scatter(mine, np.arange(2 * p, dtype=np.int64),
+                               async_op=True)
+    work.wait(timeout=60)
+    assert np.array_equal(mine, np.arange(2 * r, 2 * r + 2) * p)
+    comm.barrier(async_op=True).wait()
+
+
+# ---------------------------------------------------- isolation, timeouts
+
+
+def test_library_traffic_never_matches_user_messages(comm):
+    """A user's pending message on the same communicator and tag range is
+    untouched by a hand-built collective."""
+    p, r = comm.size, comm.rank
+    if p == 1:
+        pytest.skip("needs two ranks")
+    note = np.full(4, 100 + r, np.int64)
+    req = comm.mpi.Isend(note, (r + 1) % p, tag=1)
+    x = np.ones(64)
+    for _ in range(3):
+        comm.all_reduce(x, algorithm="ring")
+    got = np.empty(4, np.int64)
+    comm.mpi.Recv(got, (r - 1) % p, tag=1)
+    req.Wait()
+    assert np.all(got == 100 + (r - 1) % p)
+    assert np.all(x == p ** 3)
+
+
+def test_wait_timeout_names_the_missing_peers(comm):
+    """Rank 0 starts a collective the others join late: its timed wait
+    raises naming the peers pending, and a later wait completes."""
+    if comm.size == 1:
+        pytest.skip("needs two ranks")
+    x = np.ones(8)
+    if comm.rank == 0:
+        work = comm.all_reduce(x, algorithm="recursive_doubling",
+                               async_op=True)
+        with pytest.raises(mpicoll.CollectiveTimeoutError) as info:
+            work.wait(timeout=0.2)
+        assert "rank 0" in str(info.value) and "allreduce" in str(info.value)
+        assert info.value.pending
+        comm.mpi.Barrier()
+        work.wait()
+    else:
+        comm.mpi.Barrier()
+        comm.all_reduce(x, algorithm="recursive_doubling")
+    assert np.all(x == comm.size)
