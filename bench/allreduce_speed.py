@@ -47,13 +47,11 @@ def main() -> None:
     import mpi4py
 
     mpi4py.rc.thread_level = args.thread_level
-    import numpy as np
     from mpi4py import MPI
 
     import mpicoll
 
     comm = mpicoll.Comm(MPI.COMM_WORLD)
-    world = comm.mpi
     names = ["native", *[a for a in mpicoll.algorithms("allreduce")
                          if a != "native"], "auto"]
     if comm.rank == 0:
@@ -71,55 +69,66 @@ def main() -> None:
 
     size = args.min
     while size <= args.max:
-        count = max(size // 4, 1)
-        send = np.arange(count, dtype=np.float32) % 1024 + comm.rank
-        recv = np.empty_like(send)
-        expected = (np.arange(count, dtype=np.float32) % 1024) * comm.size \
-            + sum(range(comm.size))
-
-        def call(name):
-            alg = "auto" if name == "auto" else name
-            if args.inplace:
-                recv[...] = send
-                comm.Allreduce(MPI.IN_PLACE, recv, MPI.SUM, algorithm=alg)
-            else:
-                comm.Allreduce(send, recv, MPI.SUM, algorithm=alg)
-
-        def batch(name, iters):
-            world.Barrier()
-            t0 = time.perf_counter()
-            for _ in range(iters):
-                call(name)
-            per_call = (time.perf_counter() - t0) / iters
-            return world.allreduce(per_call, op=MPI.MAX)
-
-        for name in names:  # warm up, and check the answer once each
-            call(name)
-            ok = world.allreduce(bool(np.array_equal(recv, expected)),
-                                 op=MPI.LAND)
-            if not ok and comm.rank == 0:
-                print(f"# WRONG result: {name} at {size} B")
-        probe = batch("native", 3)
-        iters = max(1, min(10000, int(args.batch_seconds / max(probe, 1e-7))))
-        iters = world.bcast(iters)
-        times = {n: [] for n in names}
-        for _ in range(args.rounds):
-            for name in names:
-                times[name].append(batch(name, iters))
+        times = measure(comm, names, size // 4 or 1, args)
         if comm.rank == 0:
             native = statistics.median(times["native"])
-            cells = []
-            for name in names:
-                t = statistics.median(times[name])
-                cells.append(f"{t * 1e6:11.1f} ({t / native:5.2f})")
-            print(f"{count * 4:>10}" + "".join(f"{c:>22}" for c in cells),
+            cells = [f"{statistics.median(t) * 1e6:11.1f} "
+                     f"({statistics.median(t) / native:5.2f})"
+                     for t in times.values()]
+            print(f"{max(size, 4):>10}" + "".join(f"{c:>22}" for c in cells),
                   flush=True)
         size *= 2
     if comm.rank == 0:
-        picks = ", ".join(
-            f"{s} B: {comm.explain('allreduce', count=s // 4, dtype='float32').algorithm.name}"
-            for s in (8, 16 << 10, 1 << 20))
+        picks = ", ".join(f"{s} B: {auto_pick(comm, s)}"
+                          for s in (8, 16 << 10, 1 << 20))
         print(f"# auto picks: {picks}")
+
+
+def auto_pick(comm, nbytes: int) -> str:
+    choice = comm.explain("allreduce", count=nbytes // 4, dtype="float32")
+    return choice.algorithm.name
+
+
+def measure(comm, names, count: int, args) -> dict[str, list[float]]:
+    """Interleaved timings of every algorithm for one message size."""
+    import numpy as np
+    from mpi4py import MPI
+
+    world = comm.mpi
+    send = np.arange(count, dtype=np.float32) % 1024 + comm.rank
+    recv = np.empty_like(send)
+    expected = (np.arange(count, dtype=np.float32) % 1024) * comm.size \
+        + sum(range(comm.size))
+
+    def call(name):
+        if args.inplace:
+            comm.Allreduce(MPI.IN_PLACE, recv, MPI.SUM, algorithm=name)
+        else:
+            comm.Allreduce(send, recv, MPI.SUM, algorithm=name)
+
+    def batch(name, iters):
+        world.Barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            call(name)
+        per_call = (time.perf_counter() - t0) / iters
+        return world.allreduce(per_call, op=MPI.MAX)
+
+    for name in names:  # warm up, and check the answer once each
+        recv[...] = send
+        call(name)
+        ok = world.allreduce(bool(np.array_equal(recv, expected)),
+                             op=MPI.LAND)
+        if not ok and comm.rank == 0:
+            print(f"# WRONG result: {name} at {count * 4} B")
+    probe = batch("native", 3)
+    iters = max(1, min(10000, int(args.batch_seconds / max(probe, 1e-7))))
+    iters = world.bcast(iters)
+    times = {n: [] for n in names}
+    for _ in range(args.rounds):
+        for name in names:
+            times[name].append(batch(name, iters))
+    return times
 
 
 if __name__ == "__main__":

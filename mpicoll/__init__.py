@@ -9,7 +9,7 @@
     mpicoll.algorithms("allreduce")   # ['native', 'recursive_doubling', ...]
 """
 
-from mpicoll.algorithms.registry import algorithms
+from mpicoll.coll.registry import algorithms
 from mpicoll.comm import Comm
 from mpicoll.errors import (
     AlgorithmError,

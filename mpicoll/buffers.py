@@ -29,6 +29,10 @@ from mpicoll.errors import BufferSpecError
 def as_buffer(spec, *, what: str, writable: bool, where: dict) -> np.ndarray:
     """Parse ``spec`` (a buffer argument called ``what``) into a flat view."""
 
+    if type(spec) is np.ndarray and spec.flags.c_contiguous and (
+            spec.flags.writeable or not writable) and spec.dtype.isbuiltin:
+        return spec.reshape(-1)  # the common case, kept cheap
+
     def fail(why: str):
         return BufferSpecError(f"{what}: {why}", **where)
 

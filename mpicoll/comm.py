@@ -57,6 +57,9 @@ class Comm:
         self.size = self._ctx.size
         self._overrides = environment_overrides()
         self._choices: dict[tuple, Choice] = {}
+        # (collective, algorithm, bytes, dtype, op) -> Algorithm, for calls
+        # whose op/type pair and choice were already checked.
+        self._checked: dict[tuple, object] = {}
 
     def __getattr__(self, name):
         return getattr(self.mpi, name)
@@ -100,13 +103,19 @@ class Comm:
         ``send``/``recv`` (plan cache key, kept alive while in flight);
         ``finish`` runs once the result is in ``recv``.
         """
-        where = self._where(collective)
-        if op is not None and not op.supports(send.dtype):
-            raise OpTypeError(f"operation {op.name!r} is not defined for "
-                              f"dtype {send.dtype}", **where)
         nbytes = recv.nbytes if collective == "bcast" else send.nbytes
-        alg = self._choose(collective, algorithm, nbytes, op, where).algorithm
-        where["algorithm"] = alg.name
+        key = (collective, algorithm, nbytes, send.dtype.char, op)
+        alg = self._checked.get(key)
+        if alg is None:  # first call of its kind: check and choose
+            where = self._where(collective)
+            if op is not None and not op.supports(send.dtype):
+                raise OpTypeError(f"operation {op.name!r} is not defined "
+                                  f"for dtype {send.dtype}", **where)
+            alg = self._choose(collective, algorithm, nbytes, op,
+                               where).algorithm
+            self._checked[key] = alg
+        if async_op:
+            where = {**self._where(collective), "algorithm": alg.name}
         if alg.native:
             if async_op:
                 return Work(where=where, request=native(True), finish=finish,
@@ -196,7 +205,8 @@ class Comm:
         def native(nonblocking):
             comm = self._ctx.comm
             call = comm.Iallreduce if nonblocking else comm.Allreduce
-            return call(_in_place_or(send, recv), recv, native_op(op))
+            return call(IN_PLACE if send is recv else send, recv,
+                        native_op(op))
 
         return self._launch("allreduce", algorithm, send=send, recv=recv,
                             count=recv.size, op=op, root=0, native=native,
@@ -229,7 +239,8 @@ class Comm:
             comm = self._ctx.comm
             call = comm.Ireduce if nonblocking else comm.Reduce
             r = recv if self.rank == root else None
-            return call(_in_place_or(send, recv), r, native_op(op), root)
+            return call(IN_PLACE if send is recv else send, r,
+                        native_op(op), root)
 
         return self._launch("reduce", algorithm, send=send, recv=recv,
                             count=send.size, op=op, root=root, native=native,
@@ -263,15 +274,14 @@ class Comm:
         if sendbuf is IN_PLACE:
             send = inplace_send(c, recv, self.rank, self.size, count)
         self._allgather(send, recv, algorithm, _owners(sendbuf, recvbuf),
-                        async_op=False)
+                        async_op=False, inplace=sendbuf is IN_PLACE)
 
-    def _allgather(self, send, recv, algorithm, owners, async_op):
+    def _allgather(self, send, recv, algorithm, owners, async_op, *,
+                   inplace):
         def native(nonblocking):
             comm = self._ctx.comm
             call = comm.Iallgather if nonblocking else comm.Allgather
-            return call(_in_place_or(send, recv[send.nbytes and
-                                                 self.rank * send.size:]),
-                        recv)
+            return call(IN_PLACE if inplace else send, recv)
 
         return self._launch("allgather", algorithm, send=send, recv=recv,
                             count=send.size, op=None, root=0, native=native,
@@ -383,9 +393,9 @@ class Comm:
                 f"{send.dtype}, got {recv.size} of {recv.dtype}",
                 **self._where(c))
         block = inplace_send(c, recv, self.rank, self.size, send.size)
-        if same_memory(block, send):
-            send = block
-        return self._allgather(send, recv, algorithm, (out, x), async_op)
+        inplace = same_memory(block, send)
+        return self._allgather(block if inplace else send, recv, algorithm,
+                               (out, x), async_op, inplace=inplace)
 
     def reduce_scatter(self, out, x, op="sum", *, algorithm="auto",
                        async_op=False):
@@ -422,11 +432,4 @@ _REDUCING = ("allreduce", "reduce", "reduce_scatter_block", "reduce_scatter")
 
 def _owners(*specs) -> tuple:
     """The caller's buffer objects behind buffer specifications."""
-    return tuple(s[0] if isinstance(s, (list, tuple)) else s for s in specs)
-
-
-def _in_place_or(send: np.ndarray, inside: np.ndarray):
-    """``MPI.IN_PLACE`` when ``send`` is the in-place view at the start of
-    ``inside``, else ``send``: what a native call takes."""
-    return IN_PLACE if send.size and same_memory(send, inside[:send.size]) \
-        else send
+    return tuple([s[0] if type(s) in (list, tuple) else s for s in specs])

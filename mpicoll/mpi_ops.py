@@ -17,7 +17,7 @@ from mpicoll.ops import BUILTIN_NAMES, Op, builtin_op
 from mpicoll.schedule.plan import same_memory
 
 _NATIVE = {name: getattr(MPI, name.upper()) for name in BUILTIN_NAMES}
-_CONVERTED: dict[int, tuple[object, Op]] = {}  # id(user op) -> (op, Op)
+_CONVERTED: dict[int, tuple[object, Op]] = {}  # id(op given) -> (op, Op)
 
 
 def as_op(op) -> Op:
@@ -35,26 +35,31 @@ def as_op(op) -> Op:
                              + ", ".join(BUILTIN_NAMES))
         return found
     if isinstance(op, MPI.Op):
-        for name, predefined in _NATIVE.items():  # MPI.Op is unhashable
-            if op == predefined:
-                return builtin_op(name)
-        if op == MPI.OP_NULL or op in (MPI.MAXLOC, MPI.MINLOC, MPI.REPLACE,
-                                       MPI.NO_OP):
-            raise ValueError(f"operation {op} is not supported")
-        return _cached(op, lambda: _from_mpi_op(op))
+        return _cached(op, lambda: _from_mpi(op))
     if callable(op):
         return _cached(op, lambda: Op.from_callable(op))
     raise TypeError(f"{op!r} is not an operation")
 
 
 def _cached(key, make) -> Op:
+    """Convert once per object; holding ``key`` keeps its id from reuse."""
     hit = _CONVERTED.get(id(key))
     if hit is None or hit[0] is not key:
         hit = _CONVERTED[id(key)] = (key, make())
     return hit[1]
 
 
-def _from_mpi_op(mpi_op: MPI.Op) -> Op:
+def _from_mpi(op: MPI.Op) -> Op:
+    for name, predefined in _NATIVE.items():  # MPI.Op is unhashable
+        if op == predefined:
+            return builtin_op(name)
+    if op == MPI.OP_NULL or op in (MPI.MAXLOC, MPI.MINLOC, MPI.REPLACE,
+                                   MPI.NO_OP):
+        raise ValueError(f"operation {op} is not supported")
+    return _from_user_mpi_op(op)
+
+
+def _from_user_mpi_op(mpi_op: MPI.Op) -> Op:
     """Wrap a user ``MPI.Op``; ``Reduce_local(in, inout)`` computes
     ``inout = in (op) inout``, so ``dst = a (op) b`` lands in ``b``'s slot."""
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from mpicoll.algorithms.registry import Algorithm, algorithms, lookup
+from mpicoll.coll.registry import Algorithm, algorithms, lookup
 from mpicoll.errors import ConstraintError, UnknownAlgorithmError
 
 SMALL = 16 * 1024  # bytes: latency-bound below, bandwidth-bound above

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpicoll.algorithms import lookup
+from mpicoll.coll import lookup
+from mpicoll.coll.registry import REDUCING
 from mpicoll.ops import Op, builtin_op
 from mpicoll.schedule.layout import buffer_lengths, inplace_send
 from mpicoll.schedule.plan import bind
@@ -29,14 +30,15 @@ STR_CONCAT = Op("str_concat", lambda a, b, dst: np.add(a, b, out=dst),
                 commutative=False)
 
 
+_NOISE = np.random.default_rng(0).integers(0, 256, 1 << 16, dtype=np.uint8)
+
+
 def garbage(n: int, dtype) -> np.ndarray:
     """An array whose contents no correct schedule ever reads."""
     dtype = np.dtype(dtype)
     if dtype.hasobject:
         return np.full(n, None, dtype=object)
-    raw = np.random.default_rng(n).integers(0, 256, n * dtype.itemsize,
-                                            dtype=np.uint8)
-    return raw.view(dtype)
+    return np.resize(_NOISE, n * dtype.itemsize).view(dtype)
 
 
 def simulate(collective: str, algorithm: str, inputs, *, count=None,
@@ -53,10 +55,15 @@ def simulate(collective: str, algorithm: str, inputs, *, count=None,
     alg = lookup(collective, algorithm)
     if alg is None or alg.native:
         raise KeyError(f"no hand-built {collective} algorithm {algorithm!r}")
-    op = builtin_op(op) if isinstance(op, str) else op
+    if isinstance(op, str):
+        name, op = op, builtin_op(op)
+        if op is None:
+            raise KeyError(f"unknown operation {name!r}")
     if count is None:
         count = _implied_count(collective, size, len(inputs[0]))
     dtype = inputs[0].dtype
+    if alg.collective in REDUCING and not op.supports(dtype):
+        raise TypeError(f"operation {op.name!r} is not defined for {dtype}")
     plans, outputs = [], []
     for rank in range(size):
         n_send, n_recv = buffer_lengths(collective, rank, size, count, root)

@@ -1,28 +1,42 @@
-"""Tier-1 tests of reduce, bcast, barrier and the binomial scatter/gather.
+"""Tier-1 tests of reduce, bcast and the binomial scatter/gather, beyond the sweep.
 
-Every schedule set runs in the one-process simulator (deadlock, message
-lengths, aliasing) on object arrays, where scratch starts as ``None`` so a
-schedule that reads a value before writing it fails loudly.
+``tests/test_schedules.py`` runs every registered reduce, bcast and barrier
+over the whole size × count × root grid (integer SUM, rank order, in place,
+"no rank leaves early"). This file keeps what that sweep cannot see:
+
+- a bitmask sum for every reduce (rank r adds ``1 << r``), which names a
+  lost or doubled contribution that a plain integer sum could hide;
+- declared scratch sizes, pipeline round counts, parameter checks;
+- the components other algorithms build on, called directly:
+  :func:`mpicoll.coll.reduce.binomial_steps` with an accumulator on every
+  rank, in place or not, any op; :func:`mpicoll.coll.bcast.binomial_steps`
+  on a span inside a larger buffer; the binomial scatter and gather with
+  uneven, empty blocks, the gather also among a subset of the ranks
+  (``ranks=``).
+
+Schedules run in the one-process simulator (deadlock, message lengths,
+aliasing) on object arrays, where scratch starts as ``None`` so a schedule
+that reads a value before writing it fails loudly. Sizes and counts are a
+small representative set; the full grid is test_schedules.py's.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import numpy as np
 import pytest
 
-from mpicoll.algorithms import lookup
-from mpicoll.algorithms.gather import binomial_gather_steps
-from mpicoll.algorithms.scatter import binomial_scatter_steps
+from mpicoll.coll import algorithms, bcast, lookup, reduce
+from mpicoll.coll.gather import binomial_gather_steps
+from mpicoll.coll.scatter import binomial_scatter_steps
 from mpicoll.ops import Op
 from mpicoll.schedule.core import ScheduleBuilder, Span
 from mpicoll.schedule.plan import bind
 from mpicoll.schedule.simulate import run_plans
 from mpicoll.simulate import STR_CONCAT, garbage, simulate
-from mpicoll.topo import block_partition
+from mpicoll.topo import block_partition, floor_pow2, unfold_rank
 
-SIZES = [*range(1, 18), 24, 32, 33]
+SIZES = (1, 2, 3, 4, 5, 7, 8, 12, 17)
+REDUCES = [name for name in algorithms("reduce") if name != "native"]
 
 #: Commutative addition on object arrays of Python ints: ``None`` (unwritten
 #: scratch) makes it raise.
@@ -30,19 +44,19 @@ OBJ_SUM = Op("obj_sum", lambda a, b, dst: np.add(a, b, out=dst), commutative=Tru
 
 
 def counts_for(size):
-    return sorted({0, 1, size - 1, size, size + 1, 1000})
+    return sorted({0, 1, size - 1, size + 1, 37})
 
 
 def roots_for(size):
-    return range(size) if size <= 8 else sorted({0, 1, size // 2, size - 1})
-
-
-def cases(size):
-    return [(c, r) for c in counts_for(size) for r in roots_for(size)]
+    return sorted({0, 1 % size, size // 2, size - 1})
 
 
 def words(rank, count):
     return np.array([f"{rank}.{i}," for i in range(count)], dtype=object)
+
+
+def words_fold(size, count):
+    return ["".join(f"{r}.{i}," for r in range(size)) for i in range(count)]
 
 
 def bits(rank, count):
@@ -50,31 +64,24 @@ def bits(rank, count):
     return np.array([(i << 64) + (1 << rank) for i in range(count)], dtype=object)
 
 
+def bits_sum(size, count):
+    return [(i << 64) * size + (1 << size) - 1 for i in range(count)]
+
+
 # -- reduce ------------------------------------------------------------------
 
 @pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("algorithm", ["linear", "binomial", "rabenseifner"])
-def test_reduce_commutative(algorithm, size):
-    for count, root in cases(size):
-        for inplace in (False, True):
-            xs = [bits(r, count) for r in range(size)]
-            out = simulate("reduce", algorithm, xs, op=OBJ_SUM, root=root,
-                           inplace=inplace)
-            want = [(i << 64) * size + (1 << size) - 1 for i in range(count)]
-            assert list(out[root]) == want, (count, root, inplace)
-            assert all(len(o) == 0 for r, o in enumerate(out) if r != root)
-
-
-@pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("algorithm", ["linear", "binomial"])
-def test_reduce_rank_order(algorithm, size):
-    for count, root in cases(size):
-        for inplace in (False, True):
-            xs = [words(r, count) for r in range(size)]
-            out = simulate("reduce", algorithm, xs, op=STR_CONCAT, root=root,
-                           inplace=inplace)
-            want = ["".join(f"{r}.{i}," for r in range(size)) for i in range(count)]
-            assert list(out[root]) == want, (count, root, inplace)
+@pytest.mark.parametrize("algorithm", REDUCES)
+def test_reduce_bitmask(algorithm, size):
+    """Every rank's bit exactly once at the root, every root, in place or not."""
+    for count in counts_for(size):
+        for root in roots_for(size):
+            for inplace in (False, True):
+                xs = [bits(r, count) for r in range(size)]
+                out = simulate("reduce", algorithm, xs, op=OBJ_SUM, root=root,
+                               inplace=inplace)
+                assert list(out[root]) == bits_sum(size, count), (
+                    count, root, inplace)
 
 
 def test_reduce_needs_commutative_for_rabenseifner():
@@ -97,22 +104,6 @@ def test_reduce_scratch():
 
 # -- bcast -------------------------------------------------------------------
 
-BCASTS = [("linear", {}), ("binomial", {}), ("scatter_allgather", {}),
-          ("scatter_allgather", {"allgather": "recursive_doubling"}),
-          ("pipelined", {}), ("pipelined", {"segment": 128})]
-
-
-@pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("algorithm,params", BCASTS,
-                         ids=[f"{a}{p}" for a, p in BCASTS])
-def test_bcast(algorithm, params, size):
-    for count, root in cases(size):
-        xs = [words(r, count) for r in range(size)]
-        out = simulate("bcast", algorithm, xs, root=root, **params)
-        for r in range(size):
-            assert list(out[r]) == list(xs[root]), (count, root, r)
-
-
 def test_bcast_pipelined_rounds():
     """k segments: the root and the last rank post theirs in one round."""
     alg = lookup("bcast", "pipelined")
@@ -128,75 +119,95 @@ def test_bcast_pipelined_rounds():
         lookup("bcast", "scatter_allgather").schedule(0, 4, 10, allgather="bruck")
 
 
-# -- barrier -----------------------------------------------------------------
+# -- components, called directly ---------------------------------------------
 
-def knowledge(algorithm, size):
-    """Which ranks each rank knows to have entered when it leaves.
-
-    A receive tells the receiver everything its sender knew on posting;
-    messages between a pair match in posting order.
-    """
-    alg = lookup("barrier", algorithm)
-    rounds = [alg.schedule(r, size, 0).rounds for r in range(size)]
-    sent = defaultdict(list)  # (src, dst) -> src's round of each message
-    for r, rs in enumerate(rounds):
-        for j, rnd in enumerate(rs):
-            for s in rnd.sends:
-                sent[r, s.peer].append(j)
-    know = [[{r}] * (len(rs) + 1) for r, rs in enumerate(rounds)]
-    changed = True
-    while changed:
-        changed = False
-        for r, rs in enumerate(rounds):
-            seen, cur = defaultdict(int), {r}
-            for j, rnd in enumerate(rs):
-                for rv in rnd.recvs:
-                    cur = cur | know[rv.peer][sent[rv.peer, r][seen[rv.peer]]]
-                    seen[rv.peer] += 1
-                if cur != know[r][j + 1]:
-                    know[r][j + 1], changed = cur, True
-    return [k[-1] for k in know]
-
-
-@pytest.mark.parametrize("algorithm", ["dissemination", "binomial"])
-def test_barrier(algorithm):
-    for size in SIZES:
-        simulate("barrier", algorithm, [np.empty(0)] * size)
-        assert knowledge(algorithm, size) == [set(range(size))] * size, size
-
-
-# -- binomial scatter / gather components -------------------------------------
-
-def run_component(steps, size, root, counts):
-    """Run ``steps`` on every rank's ``recv``, each starting as ``steps`` wants.
-
-    The scatter starts with the whole vector at the root, the gather with
-    block ``i`` at rank ``i``; returns every rank's vector and the whole one.
-    """
-    total = sum(counts)
-    starts = np.cumsum((0, *counts))
-    full = words(-1, total)
-    datas, plans = [], []
-    for rank in range(size):
-        b = ScheduleBuilder()
-        steps(b, rank, size, root, counts, Span("recv", 0, total))
-        schedule = b.build()
-        assert schedule.tmp == 0
-        data = garbage(total, object)
-        if steps is binomial_gather_steps:
-            lo, hi = starts[rank], starts[rank + 1]
-            data[lo:hi] = full[lo:hi]
-        elif rank == root:
-            data[:] = full
-        plans.append(bind(schedule, {"recv": data}, None))
-        datas.append(data)
+def run(schedules, arrays, op=None):
+    """Bind each rank's schedule to its arrays (plus fresh scratch) and run."""
+    plans = []
+    for s, a in zip(schedules, arrays):
+        plans.append(bind(s, {**a, "tmp": garbage(s.tmp, object)}, op))
     run_plans(plans)
-    return datas, list(full)
+
+
+def built(steps, *args, **kwargs):
+    b = ScheduleBuilder()
+    steps(b, *args, **kwargs)
+    return b.build()
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_reduce_binomial_steps_acc_everywhere(size):
+    """``acc`` on every rank (as allreduce passes it), aliasing ``src`` or not.
+
+    Commutative ops: the bitmask sum; others: the exact rank order, also
+    for a root other than 0 (the tree is then rooted at 0, which forwards).
+    """
+    for count in counts_for(size):
+        for root in roots_for(size):
+            for inplace in (False, True):
+                for commutative in (True, False):
+                    make, op = (bits, OBJ_SUM) if commutative else (words, STR_CONCAT)
+                    acc = Span("send" if inplace else "recv", 0, count)
+                    scheds = [built(reduce.binomial_steps, r, size, root,
+                                    Span("send", 0, count), acc, commutative)
+                              for r in range(size)]
+                    arrays = [{"send": make(r, count), "recv": garbage(count, object)}
+                              for r in range(size)]
+                    run(scheds, arrays, op)
+                    got = list(arrays[root][acc.buf])
+                    want = (bits_sum(size, count) if commutative
+                            else words_fold(size, count))
+                    assert got == want, (count, root, inplace, commutative)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_bcast_binomial_steps_inside_a_larger_buffer(size):
+    """Only ``data`` is touched: the margins around it keep their garbage."""
+    for count in counts_for(size):
+        for root in roots_for(size):
+            data = Span("recv", 3, 3 + count)
+            scheds = [built(bcast.binomial_steps, r, size, root, data)
+                      for r in range(size)]
+            arrays = [{"recv": garbage(count + 5, object)} for _ in range(size)]
+            arrays[root]["recv"][3:3 + count] = words(root, count)
+            run(scheds, arrays)
+            for r, a in enumerate(arrays):
+                assert list(a["recv"][3:3 + count]) == list(words(root, count)), (
+                    count, root, r)
+                assert all(v is None for v in (*a["recv"][:3], *a["recv"][3 + count:]))
 
 
 def component_counts(size):
     yield from (block_partition(c, size) for c in counts_for(size))
     yield tuple((r * 7) % 4 for r in range(size))  # uneven, with empty blocks
+    yield (0,) * (size - 1) + (5,)  # all on the last rank
+
+
+def scatter_gather(steps, size, root, counts, ranks=None, world=None):
+    """Run ``steps`` on every rank's ``recv``, each starting as ``steps`` wants.
+
+    The scatter starts with the whole vector at the root, the gather with
+    block ``i`` at tree rank ``i``. With ``ranks`` the tree's rank ``i`` is
+    world rank ``ranks[i]`` of ``world`` ranks; the others post nothing.
+    Returns every world rank's vector and the whole one.
+    """
+    ranks = list(range(size)) if ranks is None else ranks
+    world = size if world is None else world
+    total = sum(counts)
+    starts = np.cumsum((0, *counts))
+    full = words(-1, total)
+    kw = {} if ranks == list(range(size)) else {"ranks": ranks}
+    scheds = [ScheduleBuilder().build()] * world
+    datas = [garbage(total, object) for _ in range(world)]
+    for t, w in enumerate(ranks):
+        scheds[w] = built(steps, t, size, root, counts, Span("recv", 0, total), **kw)
+        assert scheds[w].tmp == 0
+        if steps is binomial_gather_steps:
+            datas[w][starts[t]:starts[t + 1]] = full[starts[t]:starts[t + 1]]
+        elif t == root:
+            datas[w][:] = full
+    run(scheds, [{"recv": d} for d in datas])
+    return datas, list(full)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -204,10 +215,25 @@ def test_binomial_scatter_gather(size):
     for counts in component_counts(size):
         starts = np.cumsum((0, *counts))
         for root in roots_for(size):
-            datas, full = run_component(binomial_scatter_steps, size, root,
-                                        counts)
+            datas, full = scatter_gather(binomial_scatter_steps, size, root, counts)
             for d, lo, hi in zip(datas, starts, starts[1:]):
                 assert list(d[lo:hi]) == full[lo:hi], (counts, root)
-            datas, full = run_component(binomial_gather_steps, size, root,
-                                        counts)
+            datas, full = scatter_gather(binomial_gather_steps, size, root, counts)
             assert list(datas[root]) == full, (counts, root)
+
+
+@pytest.mark.parametrize("world", SIZES)
+def test_binomial_gather_among_some_ranks(world):
+    """``ranks=``: the fold's power-of-two core (as Rabenseifner's reduce
+    gathers), and every other rank counted down from the top."""
+    subsets = {
+        "core": [unfold_rank(c, world) for c in range(floor_pow2(world))],
+        "odd_down": list(range(world - 1, -1, -2)),
+    }
+    for name, ranks in subsets.items():
+        size = len(ranks)
+        for counts in component_counts(size):
+            for root in roots_for(size):
+                datas, full = scatter_gather(binomial_gather_steps, size, root,
+                                             counts, ranks=ranks, world=world)
+                assert list(datas[ranks[root]]) == full, (name, counts, root)

@@ -1,11 +1,21 @@
-"""Tier-1 tests of allreduce, allgather and reduce-scatter, and their components.
+"""Tier-1 tests of allreduce, allgather and reduce-scatter, beyond the sweep.
 
-Every schedule set runs in the one-process simulator (deadlock, message
-lengths, receive overlaps, reduction aliasing), in place where the layout
-aliases. Integer data ``(i << 40) + (1 << rank)`` makes every correct sum
-exact and tells a lost or doubled contribution; ``STR_CONCAT`` on object
-arrays (scratch starts as ``None``) checks the exact fold order of the
-algorithms that promise rank order.
+``tests/test_schedules.py`` runs every registered algorithm over the whole
+size × count grid (integer SUM, rank order, in place, uneven reduce_scatter
+counts). This file keeps what that sweep cannot see:
+
+- a bitmask sum for every reducing algorithm here: integer data
+  ``(i << 40) + (1 << rank)`` makes every correct sum exact and names a lost
+  or doubled contribution that a plain integer sum could hide;
+- round counts, scratch sizes, no copies, the commutativity declarations;
+- the components other collectives build on, called directly with uneven,
+  empty blocks: the allgather components (also with ``fold=False``) and the
+  reduce-scatter components in every layout a caller uses (``result`` in
+  ``src``, ``work`` aliasing ``src``, ``fresh_result``, ``unfold=False``).
+
+Schedules run in the one-process simulator (deadlock, message lengths,
+receive overlaps, reduction aliasing). Sizes and counts are a small
+representative set; the full grid is test_schedules.py's.
 """
 
 from __future__ import annotations
@@ -13,26 +23,24 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mpicoll.algorithms import allgather, lookup, reduce_scatter
+from mpicoll.coll import algorithms, allgather, lookup, reduce_scatter
 from mpicoll.ops import builtin_op
 from mpicoll.schedule.core import Copy, ScheduleBuilder, Span
+from mpicoll.schedule.layout import INPLACE_ALIASED
 from mpicoll.schedule.plan import bind
 from mpicoll.schedule.simulate import run_plans
-from mpicoll.simulate import STR_CONCAT, garbage, simulate
-from mpicoll.topo import block_partition
+from mpicoll.simulate import garbage, simulate
+from mpicoll.topo import block_partition, floor_pow2
 
-SIZES = [*range(1, 18), 24, 32, 33]
+SIZES = (1, 2, 3, 4, 5, 7, 8, 12, 17)
 SUM = builtin_op("sum")
 
-ALLREDUCES = ["recursive_doubling", "ring", "rabenseifner", "reduce_bcast"]
-ALLGATHERS = ["ring", "recursive_doubling", "bruck"]
-REDUCE_SCATTERS = ["ring", "recursive_halving", "pairwise"]
 ORDER_KEEPING = [("allreduce", "recursive_doubling"), ("allreduce", "reduce_bcast"),
                  ("reduce_scatter", "pairwise"), ("reduce_scatter_block", "pairwise")]
 
 
 def counts_for(size):
-    return sorted({0, 1, size - 1, size, size + 1, 1000})
+    return sorted({0, 1, size - 1, size + 1, 37})
 
 
 def bits(rank, n):
@@ -48,98 +56,49 @@ def words(rank, n):
     return np.array([f"{rank}.{i}," for i in range(n)], dtype=object)
 
 
-def words_fold(size, n):
-    return ["".join(f"{r}.{i}," for r in range(size)) for i in range(n)]
-
-
 def uneven_counts(size):
     """Per-rank counts with empty blocks, skewed both ways."""
     rng = np.random.default_rng(size)
     yield tuple((r * 7) % 4 for r in range(size))
     yield (0,) * (size - 1) + (5,)
-    yield tuple(1000 if r == size // 2 else r % 2 for r in range(size))
+    yield tuple(37 if r == size // 2 else r % 2 for r in range(size))
     yield tuple(int(c) for c in rng.integers(0, 3, size))
 
 
-# -- allreduce -----------------------------------------------------------------
+# -- bitmask sums of the collectives -------------------------------------------
 
-@pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("algorithm", ALLREDUCES)
-def test_allreduce(algorithm, size):
-    for n in counts_for(size):
-        for inplace in (False, True):
-            xs = [bits(r, n) for r in range(size)]
-            out = simulate("allreduce", algorithm, xs, inplace=inplace)
-            for o in out:
-                np.testing.assert_array_equal(o, bits_sum(size, n),
-                                              err_msg=f"{n=} {inplace=}")
+BITMASK = [(c, name) for c in ("allreduce", "reduce_scatter_block", "reduce_scatter")
+           for name in algorithms(c) if name != "native"]
 
 
-# -- allgather -----------------------------------------------------------------
-
-@pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("algorithm", ALLGATHERS)
-def test_allgather(algorithm, size):
-    for n in counts_for(size):
-        for inplace in (False, True):
-            xs = [bits(r, n) for r in range(size)]
-            out = simulate("allgather", algorithm, xs, inplace=inplace)
-            for o in out:
-                np.testing.assert_array_equal(o, np.concatenate(xs),
-                                              err_msg=f"{n=} {inplace=}")
-
-
-# -- reduce-scatter --------------------------------------------------------------
-
-@pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("algorithm", REDUCE_SCATTERS)
-def test_reduce_scatter_block(algorithm, size):
-    for n in counts_for(size):
-        xs = [bits(r, n * size) for r in range(size)]
-        out = simulate("reduce_scatter_block", algorithm, xs)
-        want = bits_sum(size, n * size)
-        for r, o in enumerate(out):
-            np.testing.assert_array_equal(o, want[r * n:(r + 1) * n],
-                                          err_msg=f"{n=} {r=}")
+def per_rank_counts(collective, size):
+    if collective == "reduce_scatter":
+        return list(uneven_counts(size))
+    if collective == "reduce_scatter_block":
+        return [(n,) * size for n in counts_for(size)]
+    return [(n,) for n in counts_for(size)]  # allreduce: the whole vector
 
 
 @pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("algorithm", REDUCE_SCATTERS)
-def test_reduce_scatter_uneven(algorithm, size):
-    for counts in uneven_counts(size):
-        xs = [bits(r, sum(counts)) for r in range(size)]
-        out = simulate("reduce_scatter", algorithm, xs, count=counts)
-        want = bits_sum(size, sum(counts))
-        starts = np.cumsum((0, *counts))
-        for r, o in enumerate(out):
-            np.testing.assert_array_equal(o, want[starts[r]:starts[r + 1]],
-                                          err_msg=f"{counts=} {r=}")
-
-
-# -- rank order (non-commutative) ------------------------------------------------
-
-@pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("collective,algorithm", ORDER_KEEPING)
-def test_rank_order(collective, algorithm, size):
-    if collective == "allreduce":
-        for n in sorted({0, 1, size - 1, size + 1, 17}):
-            for inplace in (False, True):
-                xs = [words(r, n) for r in range(size)]
-                out = simulate(collective, algorithm, xs, op=STR_CONCAT,
-                               inplace=inplace)
-                assert all(list(o) == words_fold(size, n) for o in out), n
-        return
-    all_counts = ([(n,) * size for n in (0, 1, 3)] if collective.endswith("block")
-                  else list(uneven_counts(size))[:2])
-    for counts in all_counts:
+@pytest.mark.parametrize("collective,algorithm", BITMASK,
+                         ids=[f"{c}-{n}" for c, n in BITMASK])
+def test_bitmask_sum(collective, algorithm, size):
+    """Every rank's bit exactly once in every element, in place where aliased."""
+    inplace_modes = (False, True) if collective in INPLACE_ALIASED else (False,)
+    for counts in per_rank_counts(collective, size):
         total = sum(counts)
-        xs = [words(r, total) for r in range(size)]
-        count = counts[0] if collective.endswith("block") else counts
-        out = simulate(collective, algorithm, xs, op=STR_CONCAT, count=count)
-        want = words_fold(size, total)
-        starts = np.cumsum((0, *counts))
-        for r, o in enumerate(out):
-            assert list(o) == want[starts[r]:starts[r + 1]], (counts, r)
+        count = {"allreduce": total, "reduce_scatter_block": counts[0],
+                 "reduce_scatter": counts}[collective]
+        # Where each rank's share of the reduced vector starts and ends.
+        bounds = ([(0, total)] * size if collective == "allreduce"
+                  else list(zip(np.cumsum((0, *counts)), np.cumsum(counts))))
+        for inplace in inplace_modes:
+            xs = [bits(r, total) for r in range(size)]
+            out = simulate(collective, algorithm, xs, count=count, inplace=inplace)
+            want = bits_sum(size, total)
+            for r, (o, (lo, hi)) in enumerate(zip(out, bounds)):
+                np.testing.assert_array_equal(o, want[lo:hi],
+                                              err_msg=f"{counts=} {inplace=} {r=}")
 
 
 def test_commutative_declarations():
@@ -155,7 +114,35 @@ def test_commutative_declarations():
 
 def component_counts(size):
     yield block_partition(size + 1, size)
+    yield block_partition(37, size)
     yield from uneven_counts(size)
+
+
+def built(steps, *args, **kwargs):
+    b = ScheduleBuilder()
+    steps(b, *args, **kwargs)
+    return b.build()
+
+
+def run_allgather(steps, size, counts, **kw):
+    """Every rank starts with its own block of ``recv``: returns them all
+    and the whole vector. With ``fold=False`` the odd ranks the fold pairs
+    up start with their even neighbour's block too."""
+    full = words(-1, sum(counts))
+    starts = np.cumsum((0, *counts))
+    rem = size - floor_pow2(size)
+    plans, datas = [], []
+    for rank in range(size):
+        schedule = built(steps, rank, size, counts, Span("recv", 0, len(full)), **kw)
+        assert schedule.tmp == 0
+        data = garbage(len(full), object)
+        lo = starts[rank - 1] if kw.get("fold") is False and rank < 2 * rem and (
+            rank % 2) else starts[rank]
+        data[lo:starts[rank + 1]] = full[lo:starts[rank + 1]]
+        plans.append(bind(schedule, {"recv": data}, None))
+        datas.append(data)
+    run_plans(plans)
+    return datas, list(full)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -164,30 +151,66 @@ def component_counts(size):
 def test_allgather_components(steps, size):
     """Uneven, empty blocks, as van de Geijn's bcast and others call them."""
     for counts in component_counts(size):
-        full = words(-1, sum(counts))
-        starts = np.cumsum((0, *counts))
-        plans, datas = [], []
-        for rank in range(size):
-            b = ScheduleBuilder()
-            steps(b, rank, size, counts, Span("recv", 0, len(full)))
-            schedule = b.build()
-            assert schedule.tmp == 0
-            data = garbage(len(full), object)
-            data[starts[rank]:starts[rank + 1]] = full[starts[rank]:starts[rank + 1]]
-            plans.append(bind(schedule, {"recv": data}, None))
-            datas.append(data)
-        run_plans(plans)
-        assert all(list(d) == list(full) for d in datas), counts
+        datas, full = run_allgather(steps, size, counts)
+        assert all(list(d) == full for d in datas), counts
 
 
-# How a caller lays out the reduce-scatter components' spans: (src buffer,
-# result buffer, work) with "same" for recv being the memory of send.
+@pytest.mark.parametrize("size", SIZES)
+def test_recursive_doubling_without_fold(size):
+    """``fold=False`` (Rabenseifner's allreduce): the odd ranks of the fold
+    already hold their neighbour's block, which is then never sent."""
+    rem = size - floor_pow2(size)
+    for counts in component_counts(size):
+        datas, full = run_allgather(allgather.recursive_doubling_steps, size,
+                                    counts, fold=False)
+        assert all(list(d) == full for d in datas), counts
+    for rank in range(size):  # one round less on the ranks of the fold
+        data = Span("recv", 0, 3 * size)
+        rounds = [len(built(allgather.recursive_doubling_steps, rank, size,
+                            (3,) * size, data, fold=fold).rounds)
+                  for fold in (True, False)]
+        assert rounds[0] - rounds[1] == (rank < 2 * rem), (rank, rounds)
+
+
+# How a caller lays out the reduce-scatter components' spans: (where recv
+# is, work's buffer or None, fresh_result), "same" meaning recv is the very
+# memory of send.
 RS_LAYOUTS = {
-    "separate": ("recv", None),  # the reduce_scatter collective
-    "result_aliases_src": ("same", None),  # reduce's in-place root
-    "work": ("recv", "recv"),  # out-of-place allreduce
-    "work_aliases_src": ("same", "recv"),  # in-place allreduce
+    "separate": ("recv", None, False),
+    "separate_fresh": ("recv", None, True),  # the reduce_scatter collectives
+    "result_aliases_src": ("same", None, False),  # reduce's in-place root
+    "work": ("recv", "recv", False),  # out-of-place allreduce
+    # fresh_result must be ignored here: result lies in work, where the
+    # partial sum the last message is reduced with still lives.
+    "work_fresh": ("recv", "recv", True),
+    "work_aliases_src": ("same", "recv", False),  # in-place allreduce
 }
+
+
+def run_reduce_scatter(steps, size, counts, layout, **kw):
+    """Returns every rank's ``result`` and ``recv``, and the reduced vector."""
+    recv_kind, work_buf, fresh = RS_LAYOUTS[layout]
+    total = sum(counts)
+    starts = np.cumsum((0, *counts))
+    plans, outs, recvs = [], [], []
+    for rank in range(size):
+        lo, hi = starts[rank], starts[rank + 1]
+        send = bits(rank, total)
+        if recv_kind == "same":
+            recv, result = send, Span("recv", lo, hi)
+        elif work_buf is None:
+            recv, result = garbage(hi - lo, np.int64), Span("recv", 0, hi - lo)
+        else:
+            recv, result = garbage(total, np.int64), Span("recv", lo, hi)
+        work = None if work_buf is None else Span(work_buf, 0, total)
+        schedule = built(steps, rank, size, counts, Span("send", 0, total), result,
+                         work, fresh_result=fresh, **kw)
+        arrays = {"send": send, "recv": recv, "tmp": garbage(schedule.tmp, np.int64)}
+        plans.append(bind(schedule, arrays, SUM))
+        outs.append(recv[result.start:result.stop])
+        recvs.append(recv)
+    run_plans(plans)
+    return outs, recvs, bits_sum(size, total)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -195,32 +218,36 @@ RS_LAYOUTS = {
 @pytest.mark.parametrize("steps", [reduce_scatter.ring_steps,
                                    reduce_scatter.recursive_halving_steps])
 def test_reduce_scatter_components(steps, layout, size):
-    recv_kind, work_buf = RS_LAYOUTS[layout]
     for counts in component_counts(size):
-        total = sum(counts)
+        outs, _, want = run_reduce_scatter(steps, size, counts, layout)
         starts = np.cumsum((0, *counts))
-        plans, outs = [], []
-        for rank in range(size):
-            lo, hi = starts[rank], starts[rank + 1]
-            send = bits(rank, total)
-            if recv_kind == "same":
-                recv, result = send, Span("recv", lo, hi)
-            elif work_buf is None:
-                recv, result = garbage(hi - lo, np.int64), Span("recv", 0, hi - lo)
-            else:
-                recv, result = garbage(total, np.int64), Span("recv", lo, hi)
-            work = None if work_buf is None else Span(work_buf, 0, total)
-            b = ScheduleBuilder()
-            steps(b, rank, size, counts, Span("send", 0, total), result, work)
-            schedule = b.build()
-            arrays = {"send": send, "recv": recv,
-                      "tmp": garbage(schedule.tmp, np.int64)}
-            plans.append(bind(schedule, arrays, SUM))
-            outs.append(recv[result.start:result.stop])
-        run_plans(plans)
-        want = bits_sum(size, total)
         for r, o in enumerate(outs):
             np.testing.assert_array_equal(o, want[starts[r]:starts[r + 1]],
+                                          err_msg=f"{counts=} {r=}")
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("layout", ["work", "work_aliases_src"])
+def test_recursive_halving_without_unfold(layout, size):
+    """``unfold=False`` (Rabenseifner): a folded even rank's block stays in the
+    odd rank's ``work``, next to that rank's own; the even rank gets nothing."""
+    rem = size - floor_pow2(size)
+    for counts in component_counts(size):
+        starts = np.cumsum((0, *counts))
+        before = [bits(r, sum(counts)) for r in range(size)]
+        _, recvs, want = run_reduce_scatter(
+            reduce_scatter.recursive_halving_steps, size, counts, layout,
+            unfold=False)
+        for r, recv in enumerate(recvs):
+            if r < 2 * rem and r % 2 == 0:
+                if layout == "work_aliases_src":
+                    np.testing.assert_array_equal(recv, before[r])
+                else:
+                    np.testing.assert_array_equal(recv, garbage(len(recv), np.int64))
+                continue
+            lo = starts[r - 1] if r < 2 * rem else starts[r]
+            np.testing.assert_array_equal(recv[lo:starts[r + 1]],
+                                          want[lo:starts[r + 1]],
                                           err_msg=f"{counts=} {r=}")
 
 
@@ -233,7 +260,7 @@ def schedules(collective, name, size, count, **kw):
 
 def test_round_counts():
     """Rounds on the busiest rank: folding costs two rounds off powers of two."""
-    for size in SIZES[1:]:
+    for size in (*SIZES[1:], 16, 33):
         lg = size.bit_length() - 1  # floor(log2 p)
         fold = 0 if size & (size - 1) == 0 else 2
         want = {
@@ -268,7 +295,10 @@ def test_no_copies_and_small_scratch():
                     assert s.tmp == n // 2, (name, size, rank)
         ring = schedules("reduce_scatter_block", "ring", size, 10)
         assert all(s.rounds[0].sends[0].span.buf == "send" for s in ring)
-        assert all(s.tmp == 10 * min(size - 1, 2) for s in ring)
+        assert all(s.tmp == (20 if size > 2 else 0) for s in ring)
+        halving = schedules("reduce_scatter_block", "recursive_halving", size, 10)
+        if size in (2, 4, 8):
+            assert {s.tmp for s in halving} == {(0, 20, 60)[size // 4]}
     pw = schedules("reduce_scatter_block", "pairwise", 2, 10)
     assert [s.tmp for s in pw] == [0, 0]
     pw = schedules("reduce_scatter_block", "pairwise", 5, 10, commutative=False)

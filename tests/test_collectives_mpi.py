@@ -17,7 +17,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.algorithms.registry import lookup
+from mpicoll.coll.registry import lookup
 from mpicoll.errors import ConstraintError
 
 pytestmark = pytest.mark.mpi

@@ -28,16 +28,15 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from mpicoll.algorithms import algorithms, lookup, register
-from mpicoll.algorithms import registry
-from mpicoll.algorithms.registry import REDUCING, ROOTED, Algorithm
+from mpicoll.coll import algorithms, lookup, register, registry
+from mpicoll.coll.registry import REDUCING, ROOTED, Algorithm
 from mpicoll.ops import Op, builtin_op
 from mpicoll.schedule.core import SYNC, Copy, Recv, Reduce, Round, Schedule, Send, Span
 from mpicoll.schedule.layout import COLLECTIVES, INPLACE_ALIASED, buffer_lengths
 from mpicoll.schedule.plan import bind
 from mpicoll.schedule.simulate import SimulationError, run_plans
 from mpicoll.simulate import STR_CONCAT, garbage, simulate
-from mpicoll.topo import displacements
+from mpicoll.topo import block_bounds
 
 SIZES = (*range(1, 18), 24, 32, 33)
 ALL_ROOTS_UP_TO = 8
@@ -122,7 +121,7 @@ def expected_outputs(collective, xs, p, count, root):
         return [np.concatenate(xs)] * p
     if collective in ("reduce_scatter", "reduce_scatter_block"):
         counts = count if collective == "reduce_scatter" else (count,) * p
-        displ = displacements(counts)
+        displ = block_bounds(counts)[:-1]
         red = reduction(xs)
         return [red[displ[r]:displ[r] + counts[r]] for r in range(p)]
     if collective == "barrier":
@@ -140,15 +139,18 @@ def inputs(collective, p, count, root, make):
 
 
 def check_case(collective, name, p, count, *, root=0, inplace=False,
-               kind="int"):
+               kind="int", **params):
     make, op = (int_data, "sum") if kind == "int" else (str_data, STR_CONCAT)
     xs = inputs(collective, p, count, root, make)
     case = (f"{collective}/{name} p={p} count={count} root={root} "
-            f"inplace={inplace} {kind}")
+            f"inplace={inplace} {kind}{' ' + str(params) if params else ''}")
     outs = simulate(collective, name, xs, count=count, op=op, root=root,
-                    inplace=inplace)
+                    inplace=inplace, **params)
     want = expected_outputs(collective, xs, p, count, root)
     assert len(outs) == p, case
+    for r, sched in enumerate(schedules(collective, name, p, count, root,
+                                        commutative=kind == "int", **params)):
+        check_schedule(collective, r, p, count, root, sched, case)
     for r, (got, exp) in enumerate(zip(outs, want)):
         assert got.shape == exp.shape, f"{case}: rank {r} shape"
         if not np.array_equal(got, exp):
@@ -159,14 +161,14 @@ def check_case(collective, name, p, count, *, root=0, inplace=False,
             )
 
 
-def run_all(collective, name, p, counts, kind):
+def run_all(collective, name, p, counts, kind, **params):
     for count in counts:
         if collective == "reduce_scatter":
             count = (count,) * p  # the even case; see the uneven test
         for root in roots(collective, p):
             for inplace in inplace_modes(collective):
                 check_case(collective, name, p, count, root=root,
-                           inplace=inplace, kind=kind)
+                           inplace=inplace, kind=kind, **params)
 
 
 # --- the registry-wide suite ------------------------------------------------
@@ -221,6 +223,47 @@ def test_noncommutative_rank_order(collective, name, p):
     run_all(collective, name, p, str_counts(p), "str")
 
 
+# Values other than the registered defaults for every algorithm parameter
+# (the defaults run above). A newly registered parameter fails
+# test_every_param_has_variants until it is listed here.
+PARAM_VARIANTS = {
+    ("bcast", "pipelined"): [{"segment": 1}, {"segment": 300}],
+    ("bcast", "scatter_allgather"): [{"allgather": "recursive_doubling"}],
+}
+
+PARAM_CASES = [
+    pytest.param(c, name, params, p, id=f"{c}-{name}-"
+                 + "-".join(f"{k}={v}" for k, v in params.items()) + f"-p{p}")
+    for (c, name), variants in PARAM_VARIANTS.items()
+    if lookup(c, name) is not None
+    for params in variants
+    for p in SIZES
+]
+
+
+def test_every_param_has_variants():
+    for c, name in HAND_BUILT:
+        a = alg(c, name)
+        if not a.params:
+            continue
+        variants = PARAM_VARIANTS.get((c, name), [])
+        for key, default in a.params.items():
+            assert any(v.get(key, default) != default for v in variants), (
+                f"{c}/{name}: add non-default values of {key!r} to PARAM_VARIANTS")
+    for c, name in PARAM_VARIANTS:
+        assert lookup(c, name) is not None, f"{c}/{name} is not registered"
+
+
+@pytest.mark.parametrize("collective,name,params,p", PARAM_CASES)
+def test_param_variants(collective, name, params, p):
+    counts = int_counts(p)
+    if params.get("segment") == 1:
+        counts = [c for c in counts if c < BIG]  # a round per element: slow
+    run_all(collective, name, p, counts, "int", **params)
+    if order_keeping(collective, name):
+        run_all(collective, name, p, str_counts(p), "str", **params)
+
+
 @pytest.mark.parametrize("name,p", UNEVEN_CASES)
 def test_reduce_scatter_uneven_counts(name, p):
     kinds = ["int", "str"] if order_keeping("reduce_scatter", name) else ["int"]
@@ -231,9 +274,10 @@ def test_reduce_scatter_uneven_counts(name, p):
 
 # --- static properties of the schedules --------------------------------------
 
-def schedules(collective, name, p, count, root=0, commutative=True):
+def schedules(collective, name, p, count, root=0, commutative=True, **params):
     a = alg(collective, name)
-    return [a.schedule(r, p, count, root=root, commutative=commutative)
+    return [a.schedule(r, p, count, root=root, commutative=commutative,
+                       **params)
             for r in range(p)]
 
 
@@ -253,37 +297,50 @@ def all_spans(schedule: Schedule):
             yield from (step.src, step.dst) if isinstance(step, Copy) else step
 
 
-@pytest.mark.parametrize(
-    "collective,name", HAND_BUILT, ids=[f"{c}-{n}" for c, n in HAND_BUILT]
-)
-def test_schedules_never_write_send_and_stay_in_bounds(collective, name):
-    """MPI's send buffer is read-only; every span fits its buffer."""
-    for p in SIZES:
-        if collective == "barrier":
-            counts = [0]
-        elif collective == "reduce_scatter":
-            counts = [(c,) * p for c in (0, 1, p + 1)] + uneven_counts(p)
-        else:
-            counts = [0, 1, p + 1, 100]
-        for cnt in counts:
-            for root in sorted({0, p - 1}):
-                for commutative in (True, False):
-                    for r, s in enumerate(schedules(collective, name, p, cnt,
-                                                    root, commutative)):
-                        where = f"p={p} count={cnt} root={root} rank={r}"
-                        assert s.tmp >= 0
-                        n_send, n_recv = buffer_lengths(collective, r, p, cnt,
-                                                        root)
-                        if collective == "bcast":
-                            n_send = 0
-                        limit = {"send": n_send, "recv": n_recv,
-                                 "tmp": s.tmp, "sync": 0}
-                        for span in written_spans(s):
-                            assert span.buf != "send", f"{where}: writes send"
-                        for span in all_spans(s):
-                            assert span.buf in limit, f"{where}: {span}"
-                            assert 0 <= span.start <= span.stop <= limit[span.buf], (
-                                f"{where}: {span} outside {limit[span.buf]}")
+_CHECKED: dict[int, Schedule] = {}  # id -> schedule, held so ids stay unique
+
+
+def check_schedule(collective, rank, p, count, root, s: Schedule, where: str):
+    """MPI's send buffer is read-only; every span is a range of its buffer.
+
+    (The simulator cannot see either: it runs on a copy of the input, and
+    an empty view hides a span with ``stop < start``.)
+    """
+    if _CHECKED.get(id(s)) is s:
+        return  # the in-place run uses the same schedules
+    assert s.tmp >= 0, where
+    n_send, n_recv = buffer_lengths(collective, rank, p, count, root)
+    if collective == "bcast":
+        n_send = 0  # bcast's data lives in recv
+    limit = {"send": n_send, "recv": n_recv, "tmp": s.tmp, "sync": 0}
+    for span in written_spans(s):
+        assert span.buf != "send", f"{where}: rank {rank} writes {span}"
+    for span in all_spans(s):
+        assert span.buf in limit, f"{where}: rank {rank}: {span}"
+        assert 0 <= span.start <= span.stop <= limit[span.buf], (
+            f"{where}: rank {rank}: {span} outside {limit[span.buf]} elements")
+    if len(_CHECKED) > 10_000:
+        _CHECKED.clear()
+    _CHECKED[id(s)] = s
+
+
+def test_check_schedule_catches_writes_to_send_and_bad_spans():
+    ok = Schedule((Round((Send(1, Span("send", 0, 4)),),
+                         (Recv(1, Span("recv", 0, 4)),), ()),), 0)
+    check_schedule("allreduce", 0, 2, 4, 0, ok, "ok")
+    bad = [
+        Schedule((Round((), (Recv(1, Span("send", 0, 4)),), ()),), 0),
+        Schedule((Round((), (), (Copy(Span("recv", 0, 4), Span("send", 0, 4)),)),),
+                 0),
+        Schedule((Round((), (), (Reduce(Span("recv", 0, 4), Span("tmp", 0, 4),
+                                        Span("send", 0, 4)),)),), 4),
+        Schedule((Round((Send(1, Span("recv", 3, 2)),), (), ()),), 0),
+        Schedule((Round((Send(1, Span("tmp", 0, 5)),), (), ()),), 4),
+        Schedule((Round((Send(1, Span("scratch", 0, 1)),), (), ()),), 0),
+    ]
+    for s in bad:
+        with pytest.raises(AssertionError):
+            check_schedule("allreduce", 0, 2, 4, 0, s, "bad")
 
 
 # --- barrier: every rank leaves only after every rank arrived ----------------

@@ -7,7 +7,7 @@ from mpicoll.topo import (
     binomial_children,
     binomial_parent,
     block_partition,
-    displacements,
+    block_bounds,
     floor_pow2,
     fold_rank,
     unfold_rank,
@@ -20,7 +20,7 @@ def lowbit(v: int) -> int:
     return v & -v
 
 
-# --- block_partition / displacements ---------------------------------------
+# --- block_partition / block_bounds ----------------------------------------
 
 @pytest.mark.parametrize("parts", [1, 2, 3, 4, 5, 7, 8, 16, 17, 33])
 @pytest.mark.parametrize("count", [0, 1, 2, 5, 16, 17, 100, 1001])
@@ -48,10 +48,12 @@ def test_block_partition_fewer_elements_than_parts():
     "counts",
     [(), (0,), (5,), (1, 2, 3), (0, 0, 4, 0, 2), (3, 3, 3, 3), (0, 7, 0)],
 )
-def test_displacements(counts):
-    displ = displacements(counts)
-    assert isinstance(displ, tuple)
-    assert len(displ) == len(counts)
+def test_block_bounds(counts):
+    bounds = block_bounds(counts)
+    assert isinstance(bounds, tuple)
+    assert len(bounds) == len(counts) + 1
+    assert bounds[-1] == sum(counts)
+    displ = bounds[:-1]
     expected = tuple(int(x) for x in np.concatenate(([0], np.cumsum(counts)))[:-1])
     assert displ == expected
     # Blocks laid end to end tile [0, sum(counts)) without gaps or overlap.
@@ -62,11 +64,11 @@ def test_displacements(counts):
         assert displ[i] == displ[i - 1] + counts[i - 1]
 
 
-def test_displacements_of_a_partition_tile_the_vector():
+def test_block_bounds_of_a_partition_tile_the_vector():
     for count in (0, 1, 9, 100):
         for parts in (1, 3, 8, 13):
             blocks = block_partition(count, parts)
-            displ = displacements(blocks)
+            displ = block_bounds(blocks)[:-1]
             covered = np.zeros(count, dtype=int)
             for d, b in zip(displ, blocks):
                 covered[d:d + b] += 1

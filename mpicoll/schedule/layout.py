@@ -11,8 +11,6 @@ reduce_scatter_block, and a per-rank tuple for reduce_scatter.
 
 from __future__ import annotations
 
-from mpicoll.topo import displacements
-
 COLLECTIVES = (
     "allreduce",
     "reduce",
@@ -60,7 +58,3 @@ def inplace_send(collective: str, recv, rank: int, size: int, count):
     if collective == "allgather":
         return recv[rank * count:(rank + 1) * count]
     raise ValueError(f"{collective} has no aliased in-place layout")
-
-
-def block_displacements(collective: str, size: int, count) -> tuple[int, ...]:
-    return displacements(block_counts(collective, size, count))

@@ -40,7 +40,7 @@ def overlap(x: np.ndarray, y: np.ndarray) -> bool:
 
 def view(arrays: dict[str, np.ndarray], span: Span) -> np.ndarray:
     arr = arrays[span.buf]
-    if span.stop > arr.shape[0] or span.start < 0:
+    if not 0 <= span.start <= span.stop <= arr.shape[0]:
         raise IndexError(
             f"span {span} outside buffer {span.buf!r} of {arr.shape[0]} elements"
         )

@@ -41,36 +41,46 @@ def _check_round(rank: int, index: int, rnd: BoundRound) -> None:
 
 
 def run_plans(plans: list[list[BoundRound]]) -> None:
-    """Execute one bound plan per rank to completion, or raise."""
+    """Execute one bound plan per rank to completion, or raise.
+
+    Event-driven: only channels that got a new operation are matched, and
+    only ranks whose round completed post their next one.
+    """
     size = len(plans)
     cursor = [0] * size  # current round per rank
-    posted = [False] * size
     pending = [0] * size  # unmatched operations of the current round
     sends: dict[tuple[int, int], deque] = defaultdict(deque)  # (src, dst)
     recvs: dict[tuple[int, int], deque] = defaultdict(deque)
+    dirty: set[tuple[int, int]] = set()  # channels with new operations
+    to_post = list(range(size))
 
-    def post(rank: int) -> None:
-        rnd = plans[rank][cursor[rank]]
-        _check_round(rank, cursor[rank], rnd)
-        for peer, v in rnd.sends:
-            _check_peer(rank, peer, size)
-            sends[rank, peer].append((cursor[rank], v))
-        for peer, v in rnd.recvs:
-            _check_peer(rank, peer, size)
-            recvs[peer, rank].append((cursor[rank], v))
-        pending[rank] = len(rnd.sends) + len(rnd.recvs)
-        posted[rank] = True
+    def finish_round(rank: int) -> None:
+        for step in plans[rank][cursor[rank]].local:
+            step()
+        cursor[rank] += 1
+        to_post.append(rank)
 
-    while True:
-        progress = False
-        for rank in range(size):
-            while cursor[rank] < len(plans[rank]) and not posted[rank]:
-                post(rank)
-                if pending[rank]:
-                    break
-                _finish_round(plans, rank, cursor, posted)
-        for (src, dst), sq in sends.items():
-            rq = recvs[src, dst]
+    while to_post or dirty:
+        while to_post:
+            rank = to_post.pop()
+            if cursor[rank] == len(plans[rank]):
+                continue
+            rnd = plans[rank][cursor[rank]]
+            _check_round(rank, cursor[rank], rnd)
+            for peer, v in rnd.sends:
+                _check_peer(rank, peer, size)
+                sends[rank, peer].append((cursor[rank], v))
+                dirty.add((rank, peer))
+            for peer, v in rnd.recvs:
+                _check_peer(rank, peer, size)
+                recvs[peer, rank].append((cursor[rank], v))
+                dirty.add((peer, rank))
+            pending[rank] = len(rnd.sends) + len(rnd.recvs)
+            if not pending[rank]:
+                finish_round(rank)
+        while dirty:
+            src, dst = dirty.pop()
+            sq, rq = sends[src, dst], recvs[src, dst]
             while sq and rq:
                 (s_round, s_view), (r_round, r_view) = sq.popleft(), rq.popleft()
                 if s_view.shape != r_view.shape:
@@ -80,29 +90,14 @@ def run_plans(plans: list[list[BoundRound]]) -> None:
                         f"receives {r_view.size}"
                     )
                 r_view[...] = s_view
-                pending[src] -= 1
-                pending[dst] -= 1
-                progress = True
-        for rank in range(size):
-            if posted[rank] and pending[rank] == 0:
-                _finish_round(plans, rank, cursor, posted)
-                progress = True
-        if all(c == len(p) for c, p in zip(cursor, plans)):
-            return
-        if not progress:
-            stuck = [
-                f"rank {r} in round {cursor[r]}"
-                for r in range(size)
-                if cursor[r] < len(plans[r])
-            ]
-            raise SimulationError("deadlock: " + ", ".join(stuck))
-
-
-def _finish_round(plans, rank, cursor, posted) -> None:
-    for step in plans[rank][cursor[rank]].local:
-        step()
-    cursor[rank] += 1
-    posted[rank] = False
+                for rank in (src, dst):
+                    pending[rank] -= 1
+                    if pending[rank] == 0:
+                        finish_round(rank)
+    stuck = [f"rank {r} in round {cursor[r]}" for r in range(size)
+             if cursor[r] < len(plans[r])]
+    if stuck:
+        raise SimulationError("deadlock: " + ", ".join(stuck))
 
 
 def _check_peer(rank: int, peer: int, size: int) -> None:

@@ -4,7 +4,7 @@ Nothing here knows about buffers or MPI; algorithms combine these helpers
 into schedules.
 """
 
-from mpicoll.topo.blocks import block_partition, displacements
+from mpicoll.topo.blocks import block_bounds, block_partition, fold_bounds
 from mpicoll.topo.trees import (
     binomial_children,
     binomial_parent,
@@ -16,9 +16,10 @@ from mpicoll.topo.trees import (
 __all__ = [
     "binomial_children",
     "binomial_parent",
+    "block_bounds",
     "block_partition",
-    "displacements",
     "floor_pow2",
+    "fold_bounds",
     "fold_rank",
     "unfold_rank",
 ]

@@ -7,9 +7,9 @@ broadcast that allreduce reuses.
 
 from __future__ import annotations
 
-from mpicoll.algorithms.allgather import recursive_doubling_steps, ring_steps
-from mpicoll.algorithms.registry import register
-from mpicoll.algorithms.scatter import binomial_scatter_steps
+from mpicoll.coll.allgather import recursive_doubling_steps, ring_steps
+from mpicoll.coll.registry import register
+from mpicoll.coll.scatter import binomial_scatter_steps
 from mpicoll.schedule.core import Schedule, ScheduleBuilder, Span
 from mpicoll.topo import binomial_children, binomial_parent, block_partition
 

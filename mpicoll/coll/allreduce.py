@@ -17,11 +17,16 @@ from __future__ import annotations
 
 from functools import partial
 
-from mpicoll.algorithms import allgather, bcast, reduce, reduce_scatter
-from mpicoll.algorithms.registry import register
-from mpicoll.algorithms.scatter import block_bounds
+from mpicoll.coll import allgather, bcast, reduce, reduce_scatter
+from mpicoll.coll.registry import register
 from mpicoll.schedule.core import Schedule, ScheduleBuilder, Span
-from mpicoll.topo import block_partition, floor_pow2, fold_rank, unfold_rank
+from mpicoll.topo import (
+    block_bounds,
+    block_partition,
+    floor_pow2,
+    fold_rank,
+    unfold_rank,
+)
 
 
 @register("allreduce", "recursive_doubling")
@@ -35,9 +40,10 @@ def recursive_doubling(rank, size, count, *, commutative) -> Schedule:
     contiguous range of ranks, so the result is exactly
     ``x0 op x1 op ... op x{p-1}`` for any associative op.
     Rounds: ``log2 p`` for a power of two, else ``floor(log2 p) + 2`` on the
-    folded ranks and ``floor(log2 p)`` on the others. Bytes sent per rank:
-    ``n log2 p`` (latency-optimal; the choice for short vectors). Temp
-    memory: ``count`` elements (none on the folded even ranks).
+    folded odd ranks (2 on the even ones, ``floor(log2 p)`` on the rest).
+    Bytes sent per rank: ``n log2 p`` (latency-optimal; the choice for
+    short vectors). Temp memory: ``count`` elements (none on the folded even
+    ranks).
     Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
     ``allreduce_intra_recursive_doubling``.
 
@@ -101,8 +107,8 @@ def ring(rank, size, count, *, commutative) -> Schedule:
     incoming partial sums land; the partial sums themselves live in
     ``recv``. Commutative ops only; any p.
     Reference: Patarasuk & Yuan 2009; Thakur, Rabenseifner & Gropp 2005.
-    See :func:`mpicoll.algorithms.reduce_scatter.ring_steps` and
-    :func:`mpicoll.algorithms.allgather.ring_steps`.
+    See :func:`mpicoll.coll.reduce_scatter.ring_steps` and
+    :func:`mpicoll.coll.allgather.ring_steps`.
 
     Trace, p=4, blocks B0..B3: steps 1-3 (reduce-scatter): rank r sends
     the partial sum of block r-k to r+1 and adds its share to the block
@@ -123,14 +129,14 @@ def rabenseifner(rank, size, count, *, commutative) -> Schedule:
     their whole vector to the odd rank above first, and get the result back
     last, as in MPICH; the fold between the two halves is skipped).
     Rounds: ``2 log2 p`` for a power of two, else ``2 floor(log2 p) + 2``
-    on the folded ranks. Bytes sent per rank: ``2n (pof2-1)/pof2``, plus
-    ``n`` on the folded ranks. Temp memory: about ``count/2`` elements
-    (``count`` on folded odd ranks, none on folded even ones); partial sums
-    live in ``recv``. Commutative ops only; any p.
+    on the folded odd ranks (2 on the even ones). Bytes sent per rank:
+    ``2n (pof2-1)/pof2``, plus ``n`` on the folded ranks. Temp memory: about
+    ``count/2`` elements (``count`` on folded odd ranks, none on folded even
+    ones); partial sums live in ``recv``. Commutative ops only; any p.
     Reference: Rabenseifner 2004; Thakur, Rabenseifner & Gropp 2005; MPICH
     ``allreduce_intra_reduce_scatter_allgather``. See
-    :func:`mpicoll.algorithms.reduce_scatter.recursive_halving_steps` and
-    :func:`mpicoll.algorithms.allgather.recursive_doubling_steps`.
+    :func:`mpicoll.coll.reduce_scatter.recursive_halving_steps` and
+    :func:`mpicoll.coll.allgather.recursive_doubling_steps`.
 
     Trace, p=4, blocks B0..B3: step 1: pairs (0,2), (1,3) swap halves and
     reduce (0,1 keep B0,B1; 2,3 keep B2,B3); step 2: pairs (0,1), (2,3) swap
@@ -155,9 +161,9 @@ def reduce_bcast(rank, size, count, *, commutative) -> Schedule:
     leaves, up to ``count`` elements on inner ranks (their partial sums live
     in ``recv``). Non-commutative ops fold in rank order. Simple and
     dependable; rarely the fastest.
-    Reference: Thakur, Rabenseifner & Gropp 2005; MPICH ``allreduce`` for
-    intercommunicators. See :func:`mpicoll.algorithms.reduce.binomial_steps`
-    and :func:`mpicoll.algorithms.bcast.binomial_steps`.
+    Reference: Thakur, Rabenseifner & Gropp 2005 (the baseline the others
+    beat). See :func:`mpicoll.coll.reduce.binomial_steps`
+    and :func:`mpicoll.coll.bcast.binomial_steps`.
 
     Trace, p=4: reduce: 1 sends to 0 and 3 to 2; 2 sends ``x2 op x3`` to 0;
     broadcast: 0 sends the result to 2, then 0 and 2 send it to 1 and 3.

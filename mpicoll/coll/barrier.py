@@ -7,7 +7,7 @@ get ``count`` 0.
 
 from __future__ import annotations
 
-from mpicoll.algorithms.registry import register
+from mpicoll.coll.registry import register
 from mpicoll.schedule.core import SYNC, Schedule, ScheduleBuilder
 from mpicoll.topo import binomial_children, binomial_parent
 

@@ -1,22 +1,15 @@
 """Scatter components: the binomial scatter that other collectives build on.
 
 Not a registered collective yet. :func:`binomial_scatter_steps` is the first
-half of van de Geijn's broadcast (:mod:`mpicoll.algorithms.bcast`), and
+half of van de Geijn's broadcast (:mod:`mpicoll.coll.bcast`), and
 :func:`subtree_spans` is the block arithmetic it shares with the binomial
-gather (:mod:`mpicoll.algorithms.gather`).
+gather (:mod:`mpicoll.coll.gather`).
 """
 
 from __future__ import annotations
 
-from itertools import accumulate
-
 from mpicoll.schedule.core import ScheduleBuilder, Span
-from mpicoll.topo import binomial_children, binomial_parent
-
-
-def block_bounds(counts) -> tuple[int, ...]:
-    """Where each block starts, then where the last one ends (``size + 1``)."""
-    return (0, *accumulate(counts))
+from mpicoll.topo import binomial_children, binomial_parent, block_bounds
 
 
 def subtree_spans(data: Span, bounds, root: int, vrank: int) -> list[Span]:

@@ -11,16 +11,16 @@ reuses.
 
 from __future__ import annotations
 
-from mpicoll.algorithms.allgather import fold_bounds
-from mpicoll.algorithms.gather import binomial_gather_steps
-from mpicoll.algorithms.reduce_scatter import recursive_halving_steps
-from mpicoll.algorithms.registry import register
-from mpicoll.algorithms.scatter import block_bounds
+from mpicoll.coll.gather import binomial_gather_steps
+from mpicoll.coll.reduce_scatter import recursive_halving_steps
+from mpicoll.coll.registry import register
 from mpicoll.schedule.core import Schedule, ScheduleBuilder, Span
 from mpicoll.topo import (
     binomial_children,
     binomial_parent,
+    block_bounds,
     block_partition,
+    fold_bounds,
     fold_rank,
     unfold_rank,
 )
@@ -33,8 +33,8 @@ def linear(rank, size, count, *, root, commutative) -> Schedule:
     Rounds: 1 on a non-root, ``p-1`` on the root (one receive and one
     reduction each). Bytes sent: ``n`` per non-root; the root receives
     ``(p-1) n``. Temp memory: ``count`` elements on the root (the incoming
-    vector). Any op: the root starts from its own vector and folds the ranks
-    above it in from the right and those below from the left, so the result
+    vector). Any op: the root starts from its own vector, appends the ranks
+    above it on the right, then those below it on the left, so the result
     is exactly ``x0 op x1 op ... op x{p-1}`` for an associative op.
     Reference: Open MPI's ``basic_linear`` reduce.
 

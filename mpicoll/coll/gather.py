@@ -1,21 +1,21 @@
 """Gather components: the binomial gather that other collectives build on.
 
 Not a registered collective yet. :func:`binomial_gather_steps` is the second
-half of Rabenseifner's reduce (:mod:`mpicoll.algorithms.reduce`).
+half of Rabenseifner's reduce (:mod:`mpicoll.coll.reduce`).
 """
 
 from __future__ import annotations
 
-from mpicoll.algorithms.scatter import block_bounds, subtree_spans
+from mpicoll.coll.scatter import subtree_spans
 from mpicoll.schedule.core import ScheduleBuilder, Span
-from mpicoll.topo import binomial_children, binomial_parent
+from mpicoll.topo import binomial_children, binomial_parent, block_bounds
 
 
 def binomial_gather_steps(b: ScheduleBuilder, rank: int, size: int, root: int,
                           counts, data: Span, *, ranks=None) -> None:
     """Gather block ``i`` of rank ``i``'s ``data`` into the root's, up a binomial tree.
 
-    The inverse of :func:`~mpicoll.algorithms.scatter.binomial_scatter_steps`:
+    The inverse of :func:`~mpicoll.coll.scatter.binomial_scatter_steps`:
     block ``i`` (``counts[i]`` elements) sits at its displacement in rank
     ``i``'s ``data`` and ends at the same place in the root's. A rank
     receives every child's subtree in one round (the blocks are disjoint),

@@ -14,24 +14,15 @@ recursive-halving reduce-scatter shares.
 
 from __future__ import annotations
 
-from mpicoll.algorithms.registry import register
-from mpicoll.algorithms.scatter import block_bounds
+from mpicoll.coll.registry import register
 from mpicoll.schedule.core import Schedule, ScheduleBuilder, Span
-from mpicoll.topo import floor_pow2, fold_rank, unfold_rank
-
-
-def fold_bounds(bounds) -> tuple[int, ...]:
-    """:func:`block_bounds` of the power-of-two core, from those of the ranks.
-
-    After folding (:func:`~mpicoll.topo.fold_rank`), core rank ``c`` stands
-    for a contiguous range of original ranks, so its blocks form one range
-    of the vector: ``[result[c], result[c + 1])``, ``pof2 + 1`` bounds in all.
-    """
-    size = len(bounds) - 1
-    pof2 = floor_pow2(size)
-    rem = size - pof2
-    # The first original rank of core rank c is 2c for c < rem, else c + rem.
-    return tuple(bounds[min(2 * c, c + rem)] for c in range(pof2 + 1))
+from mpicoll.topo import (
+    block_bounds,
+    floor_pow2,
+    fold_bounds,
+    fold_rank,
+    unfold_rank,
+)
 
 
 def ring_steps(b: ScheduleBuilder, rank: int, size: int, counts,
@@ -123,11 +114,12 @@ def ring(rank, size, count) -> Schedule:
 def recursive_doubling(rank, size, count) -> Schedule:
     """Recursive doubling: ``log2 p`` exchanges of ever larger halves; any p by folding.
 
-    Rounds: ``log2 p`` for a power of two; otherwise ``floor(log2 p)`` + 2
-    on the ``2 (p - pof2)`` folded ranks (their block goes to the odd
-    neighbour first, the whole vector comes back last), ``pof2 = floor_pow2(p)``.
-    Bytes sent per rank: ``n (p-1)/p`` for a power of two; the folded odd
-    ranks send ``n`` more. Temp memory: none. Any p.
+    Rounds: ``log2 p`` for a power of two; otherwise ``floor(log2 p) + 2``
+    on the ``p - pof2`` folded odd ranks (``pof2 = floor_pow2(p)``): their
+    even neighbour's block comes in first and the whole vector goes back to
+    it last (2 rounds on the even ones), a copy of ``send`` into ``recv``
+    first. Bytes sent per rank: ``n (p-1)/p`` for a power of two; the
+    folded odd ranks send ``n`` more. Temp memory: none. Any p.
     Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
     ``allgather_intra_recursive_doubling`` (which needs a power of two; the
     fold is MPICH's allreduce one).

@@ -11,7 +11,8 @@ and ``recv`` never alias.
 
 Also holds the components allreduce and reduce build on,
 :func:`ring_steps` and :func:`recursive_halving_steps`, called as
-``steps(b, rank, size, counts, src, result, work=None)``. Their contract:
+``steps(b, rank, size, counts, src, result, work=None, *,
+fresh_result=False)``. Their contract:
 
 - ``src`` is this rank's whole input (``sum(counts)`` elements, block ``i``
   at its displacement); on exit ``result`` (``counts[rank]`` elements)
@@ -23,16 +24,26 @@ Also holds the components allreduce and reduce build on,
   overwrite freely, partial sums then living at their place in it; it may
   be the very memory of ``src`` (in-place allreduce passes ``recv``).
   Without it the steps allocate their scratch.
+- ``fresh_result=True`` promises that ``result`` shares no memory with
+  ``src``: the last message then lands in ``result`` and is reduced there
+  in place, which saves that landing scratch and a pass over it (measured
+  10-30% faster on 2 ranks from 4 MiB up). The collectives here pass it.
+  It is ignored when ``work`` is given, since ``result`` may then lie in
+  ``work`` where the partial sum the message is reduced with still lives.
 - Commutative ops only.
 """
 
 from __future__ import annotations
 
-from mpicoll.algorithms.allgather import fold_bounds
-from mpicoll.algorithms.registry import register
-from mpicoll.algorithms.scatter import block_bounds
+from mpicoll.coll.registry import register
 from mpicoll.schedule.core import Schedule, ScheduleBuilder, Span
-from mpicoll.topo import floor_pow2, fold_rank, unfold_rank
+from mpicoll.topo import (
+    block_bounds,
+    floor_pow2,
+    fold_bounds,
+    fold_rank,
+    unfold_rank,
+)
 
 
 def ring_steps(b: ScheduleBuilder, rank: int, size: int, counts, src: Span,
@@ -46,7 +57,8 @@ def ring_steps(b: ScheduleBuilder, rank: int, size: int, counts, src: Span,
     ``r-k-2`` from ``r-1`` and adds its own share: ``partial = incoming op
     src block``, three operands, into ``work`` (or scratch) and, in the last
     step, block ``r``, into ``result``. Scratch: one block to land in, plus
-    one for the partial sum without ``work``.
+    one for the partial sum without ``work``; ``fresh_result`` spares the
+    landing block of the last step.
     """
     if size == 1:
         b.copy(src, result)
@@ -89,7 +101,7 @@ def recursive_halving_steps(b: ScheduleBuilder, rank: int, size: int, counts,
     ranks sends its whole vector to the odd rank above it, which reduces it
     into its own and stands for both in the power-of-two core (core ranks
     own contiguous rank ranges, so their blocks merge, see
-    :func:`~mpicoll.algorithms.allgather.fold_bounds`). In core step ``k`` a
+    :func:`~mpicoll.coll.allgather.fold_bounds`). In core step ``k`` a
     rank and its partner at core distance ``pof2 / 2^(k+1)`` split the range
     of blocks they both still cover: each sends the half holding the
     partner's blocks and reduces the other half with what it receives. Last,
@@ -103,7 +115,8 @@ def recursive_halving_steps(b: ScheduleBuilder, rank: int, size: int, counts,
     vector); without, the first kept half plus the largest later one (about
     ``3n/4``; ``3n/2`` on the folded odd ranks). Where the scratch is our own,
     the first message that fills it lands there directly and is reduced in
-    place.
+    place; ``fresh_result`` spares the landing scratch of the last step
+    (on the ranks that are not folded).
     """
     if size == 1:
         b.copy(src, result)
@@ -148,8 +161,8 @@ def recursive_halving_steps(b: ScheduleBuilder, rank: int, size: int, counts,
 
     def direct(i: int) -> bool:
         """Whether step i's message lands where it is reduced."""
-        return (i == 0 and first_direct) or (i == last and fresh_result
-                                             and not folded)
+        return (i == 0 and first_direct) or (
+            i == last and fresh_result and work is None and not folded)
 
     landing = [khi - klo for i, (_, klo, khi, _, _) in enumerate(steps)
                if not direct(i)]
@@ -198,9 +211,10 @@ def ring(rank, size, count, *, commutative) -> Schedule:
     """Ring: ``p-1`` steps, a partial sum of each block travelling round the ring.
 
     Rounds: ``p-1``. Bytes sent per rank: ``n (p-1)/p`` (``n`` the whole
-    input), bandwidth-optimal. Temp memory: two blocks (the largest
-    incoming one and the largest partial sum); ``count`` elements for
-    ``reduce_scatter_block``. Commutative ops only; any p, any counts.
+    input), bandwidth-optimal. Temp memory: two blocks (one where partial
+    sums land, one where they are summed: ``2 count`` elements for
+    ``reduce_scatter_block``); none for p=2, as the last message lands in
+    ``recv``. Commutative ops only; any p, any counts.
     Reference: Patarasuk & Yuan 2009; Thakur, Rabenseifner & Gropp 2005.
     See :func:`ring_steps`.
 
@@ -218,13 +232,13 @@ def recursive_halving(rank, size, count, *, commutative) -> Schedule:
     """Recursive halving: ``log2 p`` exchanges of halves of halves; any p by folding.
 
     Rounds: ``log2 p`` for a power of two; otherwise ``floor(log2 p) + 2``
-    on the ``2 (p - pof2)`` folded ranks (an even one sends its whole vector
-    to its odd neighbour first and gets its block back last) and
-    ``floor(log2 p)`` on the others. Bytes sent per rank: ``n (p-1)/p`` for
+    on the ``p - pof2`` folded odd ranks (each takes its even neighbour's
+    whole vector first and sends it its block last; 2 rounds on the even
+    one) and ``floor(log2 p)`` on the others. Bytes sent per rank: ``n (p-1)/p`` for
     a power of two (``n`` the whole input); a folded even rank sends ``n``.
-    Temp memory: about ``3n/4`` (``3n/2`` on folded odd ranks, none on
-    folded even ones). Commutative ops only (the core's halving does not
-    keep rank order); any p, any counts.
+    Temp memory: about ``3n/4`` (``n/2`` for p=4, none for p=2; ``3n/2``
+    on folded odd ranks, none on folded even ones). Commutative ops only
+    (the core's halving does not keep rank order); any p, any counts.
     Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
     ``reduce_scatter_intra_recursive_halving``. See
     :func:`recursive_halving_steps`.

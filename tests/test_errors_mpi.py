@@ -1,0 +1,162 @@
+"""Bad input fails on every rank before any message moves, with an error
+that names the rank, the collective and what was wrong; and the rest of
+the API contract (selection, fall-through, explain).
+
+Every rank makes the same bad call, so none is left waiting: a check that
+let a message out first would hang this test at the next collective
+(pytest-timeout then fails it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import mpicoll
+from mpicoll import errors
+
+pytestmark = pytest.mark.mpi
+
+
+@pytest.fixture(scope="module")
+def comm():
+    return mpicoll.Comm(MPI.COMM_WORLD)
+
+
+def where(comm, collective):
+    return f"[rank {comm.rank}] {collective}"
+
+
+def test_receive_buffer_too_small(comm):
+    x = np.ones(10)
+    with pytest.raises(errors.BufferSpecError) as info:
+        comm.Allreduce(x, np.empty(9), MPI.SUM, algorithm="ring")
+    assert where(comm, "allreduce") in str(info.value)
+    assert "recvbuf holds 9 elements, needs 10" in str(info.value)
+    with pytest.raises(errors.BufferSpecError, match="needs"):
+        comm.Allgather(x, np.empty(10 * comm.size - 1))
+
+
+def test_root_out_of_range(comm):
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        comm.Bcast(np.ones(3), root=comm.size)
+    assert where(comm, "bcast") in str(info.value)
+    assert f"root {comm.size}" in str(info.value)
+    with pytest.raises(errors.InvalidArgumentError, match="root -1"):
+        comm.reduce(np.ones(3), root=-1)
+
+
+def test_read_only_and_non_contiguous_buffers(comm):
+    frozen = np.ones(4)
+    frozen.flags.writeable = False
+    with pytest.raises(errors.BufferSpecError, match="read-only"):
+        comm.all_reduce(frozen)
+    with pytest.raises(errors.BufferSpecError, match="read-only"):
+        comm.Allreduce(np.ones(4), bytes(32), MPI.SUM)
+    strided = np.ones(8)[::2]
+    with pytest.raises(errors.BufferSpecError, match="not contiguous"):
+        comm.all_reduce(strided)
+    with pytest.raises(errors.BufferSpecError, match="NumPy array"):
+        comm.all_reduce([1.0, 2.0])
+
+
+def test_unknown_algorithm_lists_the_available_ones(comm):
+    with pytest.raises(errors.UnknownAlgorithmError) as info:
+        comm.all_reduce(np.ones(2), algorithm="nosuch")
+    text = str(info.value)
+    assert where(comm, "allreduce (nosuch)") in text
+    assert "ring" in text and "native" in text
+
+
+def test_constraint_violated(comm):
+    def first(a, b):  # associative, not commutative
+        return a
+
+    with pytest.raises(errors.ConstraintError) as info:
+        comm.all_reduce(np.ones(2), op=first, algorithm="rabenseifner")
+    assert "commutative" in str(info.value)
+    assert where(comm, "allreduce (rabenseifner)") in str(info.value)
+    # auto never picks an algorithm that cannot run: it still works.
+    x = np.arange(4.0) + comm.rank
+    comm.all_reduce(x, op=first)
+    assert np.array_equal(x, np.arange(4.0))
+
+
+@pytest.mark.parametrize(("op", "dtype"), [("max", np.complex128),
+                                           ("band", np.float32),
+                                           ("sum", np.bool_),
+                                           ("land", np.float64)])
+def test_op_undefined_for_the_type(comm, op, dtype):
+    with pytest.raises(errors.OpTypeError) as info:
+        comm.all_reduce(np.zeros(3, dtype), op=op)
+    assert f"operation {op!r} is not defined" in str(info.value)
+    assert where(comm, "allreduce") in str(info.value)
+
+
+def test_bad_ops_and_counts(comm):
+    with pytest.raises(errors.InvalidArgumentError, match="unknown operation"):
+        comm.all_reduce(np.ones(2), op="average")
+    with pytest.raises(errors.InvalidArgumentError, match="not supported"):
+        comm.Allreduce(np.ones(2), np.empty(2), MPI.MAXLOC)
+    with pytest.raises(errors.InvalidArgumentError, match="recvcounts"):
+        comm.Reduce_scatter(np.ones(4), np.empty(1), [1] * (comm.size + 1))
+    with pytest.raises(errors.BufferSpecError, match="count 5 exceeds"):
+        comm.Bcast([np.ones(4), 5, MPI.DOUBLE])
+    with pytest.raises(errors.BufferSpecError, match="differs"):
+        comm.Allreduce(np.ones(2), np.empty(2, np.float32), MPI.SUM)
+
+
+def test_buffer_specifications_like_mpi4py(comm):
+    data = np.arange(6, dtype=np.int32) + comm.rank
+    out = bytearray(6 * 4)
+    comm.Allreduce([data, MPI.INT], [out, MPI.INT], MPI.SUM)
+    got = np.frombuffer(out, np.int32)
+    assert np.array_equal(got, np.arange(6) * comm.size
+                          + sum(range(comm.size)))
+    part = np.zeros(6, np.int32)
+    comm.Allreduce([data, 3, MPI.INT], [part, 3, MPI.INT], MPI.SUM,
+                   algorithm="recursive_doubling")
+    assert np.array_equal(part[:3], got[:3]) and not part[3:].any()
+
+
+def test_environment_override_and_explain(comm, monkeypatch):
+    monkeypatch.setenv("MPICOLL_ALLREDUCE_ALGORITHM", "ring")
+    env_comm = mpicoll.Comm(MPI.COMM_WORLD)
+    choice = env_comm.explain("allreduce", count=1000)
+    assert choice.algorithm.name == "ring"
+    assert "MPICOLL_ALLREDUCE_ALGORITHM=ring" in choice.reason
+    x = np.ones(5)
+    env_comm.all_reduce(x)
+    assert np.all(x == comm.size)
+    # The call's own argument wins over the environment.
+    assert env_comm.explain("allreduce", algorithm="native").algorithm.native
+    monkeypatch.setenv("MPICOLL_ALLREDUCE_ALGORITHM", "nosuch")
+    with pytest.raises(errors.UnknownAlgorithmError,
+                       match="MPICOLL_ALLREDUCE_ALGORITHM"):
+        mpicoll.Comm(MPI.COMM_WORLD).all_reduce(np.ones(2))
+
+
+def test_auto_rules(comm):
+    small = comm.explain("allreduce", count=4)
+    large = comm.explain("allreduce", count=1 << 20)
+    if comm.size == 1:
+        assert small.algorithm.native and "one rank" in small.reason
+        return
+    assert small.algorithm.name == "recursive_doubling"
+    assert large.algorithm.name == "rabenseifner"
+    assert "default rule" in large.reason
+    nc = comm.explain("allreduce", count=1 << 20, op=lambda a, b: a)
+    assert not nc.algorithm.commutative_only
+
+
+def test_algorithms_listing_and_fall_through(comm):
+    assert mpicoll.algorithms("allreduce")[0] == "native"
+    assert {"reduce_bcast", "recursive_doubling", "ring",
+            "rabenseifner"} <= set(mpicoll.algorithms("allreduce"))
+    assert comm.Get_rank() == MPI.COMM_WORLD.Get_rank()
+    assert comm.Get_size() == comm.size
+    halves = mpicoll.Comm(comm.Split(comm.rank % 2, comm.rank))
+    x = np.ones(3)
+    halves.all_reduce(x, algorithm="ring")
+    assert np.all(x == halves.size)
