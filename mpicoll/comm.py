@@ -19,6 +19,8 @@ schedule on the library's private duplicate of the communicator.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 from mpi4py import MPI
 
@@ -34,6 +36,7 @@ from mpicoll.select import Choice, choose, environment_overrides
 from mpicoll.work import Work
 
 IN_PLACE = MPI.IN_PLACE
+REPLAYS = 32  # blocking calls remembered per Comm for replay
 
 
 class Comm:
@@ -60,6 +63,8 @@ class Comm:
         # (collective, algorithm, bytes, dtype, op) -> Algorithm, for calls
         # whose op/type pair and choice were already checked.
         self._checked: dict[tuple, object] = {}
+        # key -> (objects, dtypes, runner, finish): see _replayed.
+        self._replays: dict[tuple, tuple] = {}
 
     def __getattr__(self, name):
         return getattr(self.mpi, name)
@@ -69,6 +74,7 @@ class Comm:
 
     def free(self) -> None:
         """Free the library's private duplicate (collective)."""
+        self._replays.clear()
         forget(self.mpi)
 
     # ------------------------------------------------------------ selection
@@ -95,13 +101,14 @@ class Comm:
     # ------------------------------------------------------------- engine
 
     def _launch(self, collective, algorithm, *, send, recv, count, op,
-                root, native, owners, async_op, finish=None):
+                root, native, owners, async_op, finish=None, memo=None):
         """Choose, then run natively or by schedule; blocking or a Work.
 
         ``native(nonblocking)`` makes the MPI library's call (returning its
         request when nonblocking); ``owners`` are the caller's objects behind
         ``send``/``recv`` (plan cache key, kept alive while in flight);
-        ``finish`` runs once the result is in ``recv``.
+        ``finish`` runs once the result is in ``recv``; ``memo`` is the
+        ``(key, objects)`` under which a blocking call is kept for replay.
         """
         nbytes = recv.nbytes if collective == "bcast" else send.nbytes
         key = (collective, algorithm, nbytes, send.dtype.char, op)
@@ -121,6 +128,8 @@ class Comm:
                 return Work(where=where, request=native(True), finish=finish,
                             keep=owners)
             native(False)
+            if memo is not None:
+                self._remember(memo, partial(native, False), finish)
         else:
             plan = self._ctx.plan(alg, count, root, op, send, recv, owners)
             tag = self._ctx.next_tag()
@@ -136,9 +145,46 @@ class Comm:
                             execution=Execution(plan.steps, self._ctx.comm,
                                                 tag))
             run(plan.steps, self._ctx.comm, tag)
+            if memo is not None:
+                self._remember(memo, partial(self._run_steps, plan.steps),
+                               finish)
         if finish is not None:
             finish()
         return None
+
+    # ------------------------------------------------------------- replay
+
+    def _run_steps(self, steps) -> None:
+        run(steps, self._ctx.comm, self._ctx.next_tag())
+
+    def _replayed(self, key, objects) -> bool:
+        """Run a blocking call again if this exact call on these very
+        objects was checked before; False if it must take the full path.
+
+        A hit costs a dict lookup and identity checks instead of parsing
+        buffer specifications and choosing again. Entries hold the objects
+        (so their ids cannot be reused) and their dtypes (an array's dtype
+        can be reassigned in place; its size and memory cannot while the
+        plan's views exist).
+        """
+        entry = self._replays.get(key)
+        if entry is None:
+            return False
+        held, dtypes, runner, finish = entry
+        for obj, ref, dtype in zip(objects, held, dtypes):
+            if obj is not ref or (dtype is not None and obj.dtype is not dtype):
+                return False
+        runner()
+        if finish is not None:
+            finish()
+        return True
+
+    def _remember(self, memo, runner, finish) -> None:
+        key, objects = memo
+        if len(self._replays) >= REPLAYS:
+            self._replays.clear()
+        dtypes = tuple(getattr(o, "dtype", None) for o in objects)
+        self._replays[key] = (objects, dtypes, runner, finish)
 
     # ----------------------------------------------------- argument parsing
 
@@ -189,6 +235,10 @@ class Comm:
     # ---------------------------------------------------- buffer face (MPI)
 
     def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto"):
+        memo = (("Allreduce", algorithm, id(sendbuf), id(recvbuf), id(op)),
+                (sendbuf, recvbuf, op))
+        if self._replayed(*memo):
+            return
         c = "allreduce"
         op = self._op(op, c)
         rbuf = self._buffer(recvbuf, c, "recvbuf", writable=True)
@@ -199,9 +249,10 @@ class Comm:
             self._same_type(send, rbuf, c)
             recv = self._need(rbuf, send.size, c, "recvbuf")
         self._allreduce(send, recv, op, algorithm, _owners(sendbuf, recvbuf),
-                        async_op=False)
+                        async_op=False, memo=memo)
 
-    def _allreduce(self, send, recv, op, algorithm, owners, async_op):
+    def _allreduce(self, send, recv, op, algorithm, owners, async_op,
+                   memo=None):
         def native(nonblocking):
             comm = self._ctx.comm
             call = comm.Iallreduce if nonblocking else comm.Allreduce
@@ -210,10 +261,14 @@ class Comm:
 
         return self._launch("allreduce", algorithm, send=send, recv=recv,
                             count=recv.size, op=op, root=0, native=native,
-                            owners=owners, async_op=async_op)
+                            owners=owners, async_op=async_op, memo=memo)
 
     def Reduce(self, sendbuf, recvbuf, op=MPI.SUM, root=0, *,
                algorithm="auto"):
+        memo = (("Reduce", algorithm, id(sendbuf), id(recvbuf), id(op),
+                 id(root)), (sendbuf, recvbuf, op, root))
+        if self._replayed(*memo):
+            return
         c = "reduce"
         op = self._op(op, c)
         root = self._root(root, c)
@@ -232,9 +287,11 @@ class Comm:
                 self._same_type(send, rbuf, c)
                 recv = self._need(rbuf, send.size, c, "recvbuf")
             owners = _owners(sendbuf, recvbuf)
-        self._reduce(send, recv, op, root, algorithm, owners, async_op=False)
+        self._reduce(send, recv, op, root, algorithm, owners, async_op=False,
+                     memo=memo)
 
-    def _reduce(self, send, recv, op, root, algorithm, owners, async_op):
+    def _reduce(self, send, recv, op, root, algorithm, owners, async_op,
+                memo=None):
         def native(nonblocking):
             comm = self._ctx.comm
             call = comm.Ireduce if nonblocking else comm.Reduce
@@ -244,24 +301,33 @@ class Comm:
 
         return self._launch("reduce", algorithm, send=send, recv=recv,
                             count=send.size, op=op, root=root, native=native,
-                            owners=owners, async_op=async_op)
+                            owners=owners, async_op=async_op, memo=memo)
 
     def Bcast(self, buf, root=0, *, algorithm="auto"):
+        memo = (("Bcast", algorithm, id(buf), id(root)), (buf, root))
+        if self._replayed(*memo):
+            return
         c = "bcast"
         root = self._root(root, c)
         data = self._buffer(buf, c, "buf", writable=True)
-        self._bcast(data, root, algorithm, _owners(buf), async_op=False)
+        self._bcast(data, root, algorithm, _owners(buf), async_op=False,
+                    memo=memo)
 
-    def _bcast(self, data, root, algorithm, owners, async_op):
+    def _bcast(self, data, root, algorithm, owners, async_op, memo=None):
         def native(nonblocking):
             comm = self._ctx.comm
             return (comm.Ibcast if nonblocking else comm.Bcast)(data, root)
 
         return self._launch("bcast", algorithm, send=data[:0], recv=data,
                             count=data.size, op=None, root=root,
-                            native=native, owners=owners, async_op=async_op)
+                            native=native, owners=owners, async_op=async_op,
+                            memo=memo)
 
     def Allgather(self, sendbuf, recvbuf, *, algorithm="auto"):
+        memo = (("Allgather", algorithm, id(sendbuf), id(recvbuf)),
+                (sendbuf, recvbuf))
+        if self._replayed(*memo):
+            return
         c = "allgather"
         rbuf = self._buffer(recvbuf, c, "recvbuf", writable=True)
         if sendbuf is IN_PLACE:
@@ -274,10 +340,11 @@ class Comm:
         if sendbuf is IN_PLACE:
             send = inplace_send(c, recv, self.rank, self.size, count)
         self._allgather(send, recv, algorithm, _owners(sendbuf, recvbuf),
-                        async_op=False, inplace=sendbuf is IN_PLACE)
+                        async_op=False, inplace=sendbuf is IN_PLACE,
+                        memo=memo)
 
     def _allgather(self, send, recv, algorithm, owners, async_op, *,
-                   inplace):
+                   inplace, memo=None):
         def native(nonblocking):
             comm = self._ctx.comm
             call = comm.Iallgather if nonblocking else comm.Allgather
@@ -285,20 +352,29 @@ class Comm:
 
         return self._launch("allgather", algorithm, send=send, recv=recv,
                             count=send.size, op=None, root=0, native=native,
-                            owners=owners, async_op=async_op)
+                            owners=owners, async_op=async_op, memo=memo)
 
     def Reduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM, *,
                              algorithm="auto"):
+        memo = (("Reduce_scatter_block", algorithm, id(sendbuf), id(recvbuf),
+                 id(op)), (sendbuf, recvbuf, op))
+        if self._replayed(*memo):
+            return
         c = "reduce_scatter_block"
         op = self._op(op, c)
         rbuf = self._buffer(recvbuf, c, "recvbuf", writable=True)
         n = rbuf.size // self.size if sendbuf is IN_PLACE else rbuf.size
         self._reduce_scatter(c, sendbuf, rbuf, n, (n,) * self.size, op,
                              algorithm, _owners(sendbuf, recvbuf),
-                             async_op=False)
+                             async_op=False, memo=memo)
 
     def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM,
                        *, algorithm="auto"):
+        # recvcounts=None exchanges counts each call: never replayed.
+        memo = (("Reduce_scatter", algorithm, id(sendbuf), id(recvbuf),
+                 id(recvcounts), id(op)), (sendbuf, recvbuf, recvcounts, op))
+        if recvcounts is not None and self._replayed(*memo):
+            return
         c = "reduce_scatter"
         op = self._op(op, c)
         rbuf = self._buffer(recvbuf, c, "recvbuf", writable=True)
@@ -313,10 +389,11 @@ class Comm:
                 f"recvcounts must hold {self.size} non-negative counts, "
                 f"got {list(recvcounts)}", **self._where(c))
         self._reduce_scatter(c, sendbuf, rbuf, counts, counts, op, algorithm,
-                             _owners(sendbuf, recvbuf), async_op=False)
+                             _owners(sendbuf, recvbuf), async_op=False,
+                             memo=None if recvcounts is None else memo)
 
     def _reduce_scatter(self, c, sendbuf, rbuf, count, counts, op,
-                        algorithm, owners, async_op):
+                        algorithm, owners, async_op, memo=None):
         """Both reduce-scatters; ``count`` keys the schedule (an int for
         _block, the counts tuple otherwise). In place, the input is
         ``rbuf`` and the result is staged, then copied to its front."""
@@ -347,7 +424,7 @@ class Comm:
 
         return self._launch(c, algorithm, send=send, recv=recv, count=count,
                             op=op, root=0, native=native, owners=owners,
-                            async_op=async_op, finish=finish)
+                            async_op=async_op, finish=finish, memo=memo)
 
     def Barrier(self, *, algorithm="auto"):
         self.barrier(algorithm=algorithm)
@@ -356,34 +433,51 @@ class Comm:
 
     def all_reduce(self, x, op="sum", *, algorithm="auto", async_op=False):
         """Reduce ``x`` across ranks, in place on every rank."""
+        memo = None if async_op else (
+            ("all_reduce", algorithm, id(x), id(op)), (x, op))
+        if memo and self._replayed(*memo):
+            return None
         c = "allreduce"
         op = self._op(op, c)
         flat = self._array(x, c, "x")
-        return self._allreduce(flat, flat, op, algorithm, (x,), async_op)
+        return self._allreduce(flat, flat, op, algorithm, (x,), async_op,
+                               memo)
 
     def reduce(self, x, root=0, op="sum", *, algorithm="auto",
                async_op=False):
         """Reduce ``x`` onto ``root``, in place there; elsewhere ``x`` is
         only read."""
+        memo = None if async_op else (
+            ("reduce", algorithm, id(x), id(root), id(op)), (x, root, op))
+        if memo and self._replayed(*memo):
+            return None
         c = "reduce"
         op = self._op(op, c)
         root = self._root(root, c)
         at_root = self.rank == root
         flat = self._array(x, c, "x", writable=at_root)
         return self._reduce(flat, flat if at_root else flat[:0], op, root,
-                            algorithm, (x,), async_op)
+                            algorithm, (x,), async_op, memo)
 
     def broadcast(self, x, root=0, *, algorithm="auto", async_op=False):
         """Copy root's ``x`` into every rank's ``x``."""
+        memo = None if async_op else (
+            ("broadcast", algorithm, id(x), id(root)), (x, root))
+        if memo and self._replayed(*memo):
+            return None
         c = "bcast"
         root = self._root(root, c)
         return self._bcast(self._array(x, c, "x"), root, algorithm, (x,),
-                           async_op)
+                           async_op, memo)
 
     def all_gather(self, out, x, *, algorithm="auto", async_op=False):
         """Concatenate every rank's ``x`` into ``out`` (``size * x.size``
         elements in rank order, any shape); ``x`` may be ``out``'s own
         block (in place)."""
+        memo = None if async_op else (
+            ("all_gather", algorithm, id(out), id(x)), (out, x))
+        if memo and self._replayed(*memo):
+            return None
         c = "allgather"
         send = self._array(x, c, "x", writable=False)
         recv = self._array(out, c, "out")
@@ -395,12 +489,16 @@ class Comm:
         block = inplace_send(c, recv, self.rank, self.size, send.size)
         inplace = same_memory(block, send)
         return self._allgather(block if inplace else send, recv, algorithm,
-                               (out, x), async_op, inplace=inplace)
+                               (out, x), async_op, inplace=inplace, memo=memo)
 
     def reduce_scatter(self, out, x, op="sum", *, algorithm="auto",
                        async_op=False):
         """Reduce ``x`` (``size * out.size`` elements) across ranks and
         leave block ``rank`` of the result in ``out``."""
+        memo = None if async_op else (
+            ("reduce_scatter", algorithm, id(out), id(x), id(op)), (out, x, op))
+        if memo and self._replayed(*memo):
+            return None
         c = "reduce_scatter_block"
         op = self._op(op, c)
         send = self._array(x, c, "x", writable=False)
@@ -412,10 +510,13 @@ class Comm:
                 **self._where(c))
         n = recv.size
         return self._reduce_scatter(c, send, recv, n, (n,) * self.size, op,
-                                    algorithm, (out, x), async_op)
+                                    algorithm, (out, x), async_op, memo)
 
     def barrier(self, *, algorithm="auto", async_op=False):
         """Block until every rank has entered the barrier."""
+        memo = None if async_op else (("barrier", algorithm), ())
+        if memo and self._replayed(*memo):
+            return None
         empty = np.empty(0, np.uint8)
 
         def native(nonblocking):
@@ -424,7 +525,7 @@ class Comm:
 
         return self._launch("barrier", algorithm, send=empty, recv=empty,
                             count=0, op=None, root=0, native=native,
-                            owners=(), async_op=async_op)
+                            owners=(), async_op=async_op, memo=memo)
 
 
 _REDUCING = ("allreduce", "reduce", "reduce_scatter_block", "reduce_scatter")

@@ -343,3 +343,38 @@ def test_wait_timeout_names_the_missing_peers(comm):
         comm.mpi.Barrier()
         comm.all_reduce(x, algorithm="recursive_doubling")
     assert np.all(x == comm.size)
+
+
+@pytest.mark.parametrize("algorithm", ["native", "ring", "recursive_doubling",
+                                       "auto"])
+def test_repeated_calls_on_the_same_buffers(comm, algorithm):
+    """Repeats replay the checked call (mpicoll.comm.Comm._replayed): the
+    results must follow the buffers' new contents, and a dtype reassigned in
+    place must not reuse the old plan."""
+    p, r = comm.size, comm.rank
+    x, y = np.zeros(10), np.zeros(10)
+    counts = (2,) * p
+    shard, full = np.zeros(2), np.zeros(2 * p)
+    for i in range(3):
+        x[:] = r + i
+        comm.Allreduce(x, y, MPI.SUM, algorithm=algorithm)
+        assert np.all(y == sum(range(p)) + i * p)
+        comm.all_reduce(x, op="max", algorithm=algorithm)
+        assert np.all(x == p - 1 + i)
+        for root in range(p):
+            y[:] = root + i if r == root else -1
+            comm.Bcast(y, root=root)
+            assert np.all(y == root + i)
+        full[:] = np.arange(2 * p) + i
+        comm.Reduce_scatter(full, shard, counts, MPI.SUM)
+        assert np.array_equal(shard, (np.arange(2 * r, 2 * r + 2) + i) * p)
+        comm.barrier()
+    z = np.arange(4, dtype=np.int64) + r
+    comm.all_reduce(z, op="max", algorithm=algorithm)
+    assert np.array_equal(z, np.arange(4) + p - 1)
+    z.dtype = np.int32  # same memory, twice the elements
+    # Viewed as int64 the max would pick whole pairs (rank 0's), not the
+    # element-wise max of the int32s: a stale plan gives 0 in even slots.
+    z[:] = np.where(np.arange(8) % 2 == 0, r, p - 1 - r)
+    comm.all_reduce(z, op="max", algorithm=algorithm)
+    assert z.size == 8 and np.all(z == p - 1)
