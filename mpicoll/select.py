@@ -13,12 +13,15 @@ A named algorithm (1 or 2) whose declared constraints rule it out raises
 algorithms whose constraints hold, falling back to ``native``. Every choice
 carries a reason, so "which algorithm ran and why" has an answer.
 
-The default rules come from ``bench/allreduce_speed.py`` runs on the
-development machines (see the README's speed table): below about 16 KiB the
-latency-bound algorithms (recursive doubling, binomial trees, Bruck,
-dissemination) win; above it the bandwidth-bound ones (ring, Rabenseifner,
-scatter-allgather) do, which send each byte about twice instead of
-``log2(p)`` times.
+The default rules come from ``bench/allreduce_speed.py`` at 2 ranks on the
+development machines (2 cores; the README's speed table): below
+:data:`SMALL` the MPI library's own call wins, because a hand-built call
+pays about a microsecond of Python per round and per call; from there to
+:data:`MEDIUM` at two ranks recursive doubling wins (one exchange of the
+whole vector); above, the bandwidth-bound algorithms (Rabenseifner, ring,
+scatter-allgather), which send each byte about twice instead of ``log2 p``
+times. Rules for more than two ranks follow MPICH's choices and were not
+measured here (more ranks than cores make timings meaningless).
 """
 
 from __future__ import annotations
@@ -28,23 +31,29 @@ from typing import NamedTuple
 
 from mpicoll.coll.registry import Algorithm, algorithms, lookup
 from mpicoll.errors import ConstraintError, UnknownAlgorithmError
+from mpicoll.schedule.layout import COLLECTIVES
 
-SMALL = 16 * 1024  # bytes: latency-bound below, bandwidth-bound above
+SMALL = 16 * 1024  # bytes: below, the native call
+MEDIUM = 1024 * 1024  # bytes: at 2 ranks, recursive doubling below
 
-# Preference lists per collective: (small messages, large messages). The
-# first entry whose constraints hold wins; "native" ends every list.
-_PREFERENCES = {
-    "allreduce": (("recursive_doubling",), ("rabenseifner", "ring",
-                                            "recursive_doubling")),
-    "reduce": (("binomial",), ("rabenseifner", "binomial")),
-    "bcast": (("binomial",), ("scatter_allgather", "binomial")),
-    "allgather": (("recursive_doubling", "bruck"), ("ring",)),
-    "reduce_scatter_block": (("recursive_halving", "pairwise"),
-                             ("ring", "pairwise")),
-    "reduce_scatter": (("recursive_halving", "pairwise"),
-                       ("ring", "pairwise")),
-    "barrier": (("dissemination",), ("dissemination",)),
-}
+
+def _preferences(collective: str, size: int, nbytes: int) -> tuple[str, ...]:
+    """Hand-built algorithms to try, best first, for a message of ``nbytes``
+    (the send buffer; bcast: the buffer) above :data:`SMALL`."""
+    if collective == "allreduce":
+        if size == 2 and nbytes < MEDIUM:
+            return ("recursive_doubling",)
+        return ("rabenseifner", "ring", "recursive_doubling")
+    if collective == "reduce":
+        return ("rabenseifner", "binomial")
+    if collective == "bcast":
+        return ("binomial",) if size <= 2 else ("scatter_allgather",
+                                                "binomial")
+    if collective == "allgather":
+        return ("ring",)
+    if collective in ("reduce_scatter", "reduce_scatter_block"):
+        return ("ring", "pairwise")
+    return ()  # barrier: nothing to move, nothing beats the library
 
 
 class Choice(NamedTuple):
@@ -59,7 +68,7 @@ def env_var(collective: str) -> str:
 def environment_overrides() -> dict[str, str]:
     """The ``MPICOLL_<COLLECTIVE>_ALGORITHM`` settings now in force."""
     found = {}
-    for collective in _PREFERENCES:
+    for collective in COLLECTIVES:
         value = os.environ.get(env_var(collective), "").strip()
         if value and value != "auto":
             found[collective] = value
@@ -79,18 +88,17 @@ def choose(collective: str, requested: str, *, size: int, nbytes: int,
         name = overrides[collective]
         return Choice(_named(collective, name, commutative, where, source),
                       f"{source}={name}")
+    native = lookup(collective, "native")
     if size == 1:
-        return Choice(lookup(collective, "native"),
-                      "default rule: one rank, nothing to communicate")
-    small, large = _PREFERENCES[collective]
-    regime = "small" if nbytes < SMALL else "large"
-    for name in small if regime == "small" else large:
+        return Choice(native, "default rule: one rank, nothing to move")
+    if nbytes < SMALL:
+        return Choice(native, f"default rule: {nbytes} B < {SMALL} B, "
+                              "where the library's own call is fastest")
+    for name in _preferences(collective, size, nbytes):
         alg = lookup(collective, name)
-        if alg is not None and alg.unmet(commutative=commutative) is None:
-            return Choice(alg, f"default rule: {regime} message "
-                               f"({nbytes} B, threshold {SMALL} B)")
-    return Choice(lookup(collective, "native"),
-                  "default rule: no hand-built algorithm fits; native")
+        if alg.unmet(commutative=commutative) is None:
+            return Choice(alg, f"default rule: {nbytes} B on {size} ranks")
+    return Choice(native, "default rule: no hand-built algorithm fits")
 
 
 def _named(collective, name, commutative, where, source) -> Algorithm:

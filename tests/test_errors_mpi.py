@@ -139,15 +139,20 @@ def test_environment_override_and_explain(comm, monkeypatch):
 
 def test_auto_rules(comm):
     small = comm.explain("allreduce", count=4)
-    large = comm.explain("allreduce", count=1 << 20)
+    large = comm.explain("allreduce", count=1 << 22)
+    assert small.algorithm.native
     if comm.size == 1:
-        assert small.algorithm.native and "one rank" in small.reason
+        assert "one rank" in small.reason
         return
-    assert small.algorithm.name == "recursive_doubling"
+    assert "B <" in small.reason
+    medium = comm.explain("allreduce", count=1 << 14)  # 128 KiB of float64
+    expected = "recursive_doubling" if comm.size == 2 else "rabenseifner"
+    assert medium.algorithm.name == expected
     assert large.algorithm.name == "rabenseifner"
     assert "default rule" in large.reason
-    nc = comm.explain("allreduce", count=1 << 20, op=lambda a, b: a)
-    assert not nc.algorithm.commutative_only
+    nc = comm.explain("allreduce", count=1 << 22, op=lambda a, b: a)
+    assert nc.algorithm.name == "recursive_doubling"
+    assert comm.explain("barrier").algorithm.native
 
 
 def test_algorithms_listing_and_fall_through(comm):
