@@ -154,6 +154,12 @@ class Comm:
 
     # ------------------------------------------------------------- replay
 
+    def _mpi(self, name: str, nonblocking: bool):
+        """The private communicator's call ``name``, or its ``I`` twin."""
+        if nonblocking:
+            name = "I" + name[0].lower() + name[1:]
+        return getattr(self._ctx.comm, name)
+
     def _run_steps(self, steps) -> None:
         run(steps, self._ctx.comm, self._ctx.next_tag())
 
@@ -225,6 +231,16 @@ class Comm:
                                   f"needs {n}", **self._where(collective))
         return buf[:n]
 
+    def _vectors(self, sendbuf, recvbuf, collective):
+        """``(send, recv)`` of equal length for an allreduce-style call;
+        the very same view twice for ``MPI.IN_PLACE``."""
+        rbuf = self._buffer(recvbuf, collective, "recvbuf", writable=True)
+        if sendbuf is IN_PLACE:
+            return rbuf, rbuf
+        send = self._buffer(sendbuf, collective, "sendbuf")
+        self._same_type(send, rbuf, collective)
+        return send, self._need(rbuf, send.size, collective, "recvbuf")
+
     def _same_type(self, send: np.ndarray, recv: np.ndarray,
                    collective) -> None:
         if send.dtype != recv.dtype:
@@ -241,23 +257,15 @@ class Comm:
             return
         c = "allreduce"
         op = self._op(op, c)
-        rbuf = self._buffer(recvbuf, c, "recvbuf", writable=True)
-        if sendbuf is IN_PLACE:
-            send = recv = rbuf
-        else:
-            send = self._buffer(sendbuf, c, "sendbuf")
-            self._same_type(send, rbuf, c)
-            recv = self._need(rbuf, send.size, c, "recvbuf")
+        send, recv = self._vectors(sendbuf, recvbuf, c)
         self._allreduce(send, recv, op, algorithm, _owners(sendbuf, recvbuf),
                         async_op=False, memo=memo)
 
     def _allreduce(self, send, recv, op, algorithm, owners, async_op,
                    memo=None):
         def native(nonblocking):
-            comm = self._ctx.comm
-            call = comm.Iallreduce if nonblocking else comm.Allreduce
-            return call(IN_PLACE if send is recv else send, recv,
-                        native_op(op))
+            return self._mpi("Allreduce", nonblocking)(
+                IN_PLACE if send is recv else send, recv, native_op(op))
 
         return self._launch("allreduce", algorithm, send=send, recv=recv,
                             count=recv.size, op=op, root=0, native=native,
@@ -279,13 +287,7 @@ class Comm:
             send = self._buffer(sendbuf, c, "sendbuf")
             recv, owners = send[:0], _owners(sendbuf)
         else:
-            rbuf = self._buffer(recvbuf, c, "recvbuf", writable=True)
-            if sendbuf is IN_PLACE:
-                send = recv = rbuf
-            else:
-                send = self._buffer(sendbuf, c, "sendbuf")
-                self._same_type(send, rbuf, c)
-                recv = self._need(rbuf, send.size, c, "recvbuf")
+            send, recv = self._vectors(sendbuf, recvbuf, c)
             owners = _owners(sendbuf, recvbuf)
         self._reduce(send, recv, op, root, algorithm, owners, async_op=False,
                      memo=memo)
@@ -293,11 +295,9 @@ class Comm:
     def _reduce(self, send, recv, op, root, algorithm, owners, async_op,
                 memo=None):
         def native(nonblocking):
-            comm = self._ctx.comm
-            call = comm.Ireduce if nonblocking else comm.Reduce
-            r = recv if self.rank == root else None
-            return call(IN_PLACE if send is recv else send, r,
-                        native_op(op), root)
+            return self._mpi("Reduce", nonblocking)(
+                IN_PLACE if send is recv else send,
+                recv if self.rank == root else None, native_op(op), root)
 
         return self._launch("reduce", algorithm, send=send, recv=recv,
                             count=send.size, op=op, root=root, native=native,
@@ -315,8 +315,7 @@ class Comm:
 
     def _bcast(self, data, root, algorithm, owners, async_op, memo=None):
         def native(nonblocking):
-            comm = self._ctx.comm
-            return (comm.Ibcast if nonblocking else comm.Bcast)(data, root)
+            return self._mpi("Bcast", nonblocking)(data, root)
 
         return self._launch("bcast", algorithm, send=data[:0], recv=data,
                             count=data.size, op=None, root=root,
@@ -346,9 +345,8 @@ class Comm:
     def _allgather(self, send, recv, algorithm, owners, async_op, *,
                    inplace, memo=None):
         def native(nonblocking):
-            comm = self._ctx.comm
-            call = comm.Iallgather if nonblocking else comm.Allgather
-            return call(IN_PLACE if inplace else send, recv)
+            return self._mpi("Allgather", nonblocking)(
+                IN_PLACE if inplace else send, recv)
 
         return self._launch("allgather", algorithm, send=send, recv=recv,
                             count=send.size, op=None, root=0, native=native,
@@ -413,14 +411,11 @@ class Comm:
             recv = self._need(rbuf, mine, c, "recvbuf")
 
         def native(nonblocking):
-            comm, mpi_op = self._ctx.comm, native_op(op)
             if c == "reduce_scatter_block":
-                call = comm.Ireduce_scatter_block if nonblocking else \
-                    comm.Reduce_scatter_block
-                return call(send, recv, mpi_op)
-            call = comm.Ireduce_scatter if nonblocking else \
-                comm.Reduce_scatter
-            return call(send, recv, list(counts), mpi_op)
+                return self._mpi("Reduce_scatter_block", nonblocking)(
+                    send, recv, native_op(op))
+            return self._mpi("Reduce_scatter", nonblocking)(
+                send, recv, list(counts), native_op(op))
 
         return self._launch(c, algorithm, send=send, recv=recv, count=count,
                             op=op, root=0, native=native, owners=owners,
@@ -520,8 +515,7 @@ class Comm:
         empty = np.empty(0, np.uint8)
 
         def native(nonblocking):
-            comm = self._ctx.comm
-            return comm.Ibarrier() if nonblocking else comm.Barrier()
+            return self._mpi("Barrier", nonblocking)()
 
         return self._launch("barrier", algorithm, send=empty, recv=empty,
                             count=0, op=None, root=0, native=native,
