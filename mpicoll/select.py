@@ -53,7 +53,7 @@ def _preferences(collective: str, size: int, nbytes: int) -> tuple[str, ...]:
         return ("ring",)
     if collective in ("reduce_scatter", "reduce_scatter_block"):
         return ("ring", "pairwise")
-    return ()  # barrier: nothing to move, nothing beats the library
+    return ()  # barrier, and collectives not yet measured: the library
 
 
 class Choice(NamedTuple):

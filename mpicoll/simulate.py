@@ -20,7 +20,12 @@ import numpy as np
 from mpicoll.coll import lookup
 from mpicoll.coll.registry import REDUCING
 from mpicoll.ops import Op, builtin_op
-from mpicoll.schedule.layout import buffer_lengths, inplace_send
+from mpicoll.schedule.layout import (
+    ROOT_ONLY_INPLACE,
+    buffer_lengths,
+    inplace_recv,
+    inplace_send,
+)
 from mpicoll.schedule.plan import bind
 from mpicoll.schedule.simulate import run_plans
 
@@ -47,9 +52,12 @@ def simulate(collective: str, algorithm: str, inputs, *, count=None,
     """Run ``algorithm`` of ``collective`` on ``len(inputs)`` simulated ranks.
 
     ``inputs[r]`` is rank r's send buffer (for bcast: its buffer, read at the
-    root only). ``count`` defaults to what the inputs imply (for
-    ``reduce_scatter``: pass the per-rank tuple). Returns every rank's
-    receive buffer (empty where the rank receives nothing).
+    root only; for scatter: empty except at the root). ``count`` defaults to
+    what the inputs imply (for ``reduce_scatter`` and ``allgatherv``: pass
+    the per-rank tuple). ``inplace`` lays buffers out as an in-place call
+    does (:mod:`mpicoll.schedule.layout`; at the root only for reduce,
+    gather and scatter). Returns every rank's receive buffer (empty where
+    the rank receives nothing).
     """
     size = len(inputs)
     alg = lookup(collective, algorithm)
@@ -60,7 +68,7 @@ def simulate(collective: str, algorithm: str, inputs, *, count=None,
         if op is None:
             raise KeyError(f"unknown operation {name!r}")
     if count is None:
-        count = _implied_count(collective, size, len(inputs[0]))
+        count = _implied_count(collective, size, len(inputs[root]))
     dtype = inputs[0].dtype
     if alg.collective in REDUCING and not op.supports(dtype):
         raise TypeError(f"operation {op.name!r} is not defined for {dtype}")
@@ -68,11 +76,16 @@ def simulate(collective: str, algorithm: str, inputs, *, count=None,
     for rank in range(size):
         n_send, n_recv = buffer_lengths(collective, rank, size, count, root)
         recv = garbage(n_recv, dtype)
+        aliased = inplace and (rank == root or
+                               collective not in ROOT_ONLY_INPLACE)
         if collective == "bcast":
             if rank == root:
                 recv[...] = inputs[rank]
             send = recv[:0]
-        elif inplace and (collective != "reduce" or rank == root):
+        elif aliased and collective == "scatter":
+            send = np.array(inputs[rank], copy=True)
+            recv = inplace_recv(collective, send, rank, count)
+        elif aliased:
             send = inplace_send(collective, recv, rank, size, count)
             send[...] = inputs[rank]
         else:
@@ -93,6 +106,11 @@ def simulate(collective: str, algorithm: str, inputs, *, count=None,
 
 
 def _implied_count(collective: str, size: int, n_send: int):
+    """``count`` from the length of the root's (or rank 0's) input."""
+    if collective in ("scatter", "alltoall"):
+        return n_send // size
+    if collective == "allgatherv":
+        raise ValueError("pass count= (the per-rank tuple) for allgatherv")
     if collective in ("reduce_scatter_block", "reduce_scatter"):
         if n_send % size:
             raise ValueError("pass count= for uneven reduce_scatter")

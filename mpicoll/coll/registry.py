@@ -23,8 +23,9 @@ from collections.abc import Mapping
 from mpicoll.schedule.core import Schedule
 from mpicoll.schedule.layout import COLLECTIVES, block_counts
 
-ROOTED = ("reduce", "bcast")
-REDUCING = ("allreduce", "reduce", "reduce_scatter_block", "reduce_scatter")
+ROOTED = ("reduce", "bcast", "gather", "scatter")
+REDUCING = ("allreduce", "reduce", "reduce_scatter_block", "reduce_scatter",
+            "scan", "exscan")
 
 
 @dataclass(frozen=True, eq=False)  # registry singletons: hash by identity
