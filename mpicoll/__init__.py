@@ -22,7 +22,7 @@ from mpicoll.errors import (
     UnknownAlgorithmError,
 )
 from mpicoll.ops import Op
-from mpicoll.work import Work
+from mpicoll.work import Work, testall, waitall
 
 __version__ = "0.1.0"
 
@@ -39,4 +39,6 @@ __all__ = [
     "UnknownAlgorithmError",
     "Work",
     "algorithms",
+    "testall",
+    "waitall",
 ]

@@ -25,12 +25,13 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll.buffers import as_buffer
+from mpicoll.coll.registry import REDUCING
 from mpicoll.context import context_of, forget
 from mpicoll.errors import BufferSpecError, InvalidArgumentError, OpTypeError
 from mpicoll.mpi_ops import as_op, native_op
 from mpicoll.ops import Op
 from mpicoll.schedule.executor import Execution, run
-from mpicoll.schedule.layout import inplace_send
+from mpicoll.schedule.layout import inplace_recv, inplace_send
 from mpicoll.schedule.plan import same_memory
 from mpicoll.select import Choice, choose, environment_overrides
 from mpicoll.work import Work
@@ -82,7 +83,7 @@ class Comm:
     def explain(self, collective: str, *, count: int = 1, dtype="float64",
                 op="sum", algorithm: str = "auto") -> Choice:
         """Which algorithm a call with these arguments runs, and why."""
-        op = as_op(op) if collective in _REDUCING else None
+        op = as_op(op) if collective in REDUCING else None
         nbytes = count * np.dtype(dtype).itemsize
         return self._choose(collective, algorithm, nbytes, op,
                             {"rank": self.rank, "collective": collective})
@@ -249,17 +250,28 @@ class Comm:
                 f"{recv.dtype}", **self._where(collective))
 
     # ---------------------------------------------------- buffer face (MPI)
+    #
+    # Each collective X has one parser, _call_x(..., async_op, memo), which
+    # checks the arguments and launches; X (blocking, replayed when it
+    # repeats) and IX (nonblocking, returns a Work) both call it.
 
     def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto"):
         memo = (("Allreduce", algorithm, id(sendbuf), id(recvbuf), id(op)),
                 (sendbuf, recvbuf, op))
-        if self._replayed(*memo):
-            return
+        if not self._replayed(*memo):
+            self._call_allreduce(sendbuf, recvbuf, op, algorithm, False, memo)
+
+    def Iallreduce(self, sendbuf, recvbuf, op=MPI.SUM, *,
+                   algorithm="auto") -> Work:
+        return self._call_allreduce(sendbuf, recvbuf, op, algorithm, True)
+
+    def _call_allreduce(self, sendbuf, recvbuf, op, algorithm, async_op,
+                        memo=None):
         c = "allreduce"
         op = self._op(op, c)
         send, recv = self._vectors(sendbuf, recvbuf, c)
-        self._allreduce(send, recv, op, algorithm, _owners(sendbuf, recvbuf),
-                        async_op=False, memo=memo)
+        return self._allreduce(send, recv, op, algorithm,
+                               _owners(sendbuf, recvbuf), async_op, memo)
 
     def _allreduce(self, send, recv, op, algorithm, owners, async_op,
                    memo=None):
@@ -275,22 +287,28 @@ class Comm:
                algorithm="auto"):
         memo = (("Reduce", algorithm, id(sendbuf), id(recvbuf), id(op),
                  id(root)), (sendbuf, recvbuf, op, root))
-        if self._replayed(*memo):
-            return
+        if not self._replayed(*memo):
+            self._call_reduce(sendbuf, recvbuf, op, root, algorithm, False,
+                              memo)
+
+    def Ireduce(self, sendbuf, recvbuf, op=MPI.SUM, root=0, *,
+                algorithm="auto") -> Work:
+        return self._call_reduce(sendbuf, recvbuf, op, root, algorithm, True)
+
+    def _call_reduce(self, sendbuf, recvbuf, op, root, algorithm, async_op,
+                     memo=None):
         c = "reduce"
         op = self._op(op, c)
         root = self._root(root, c)
         if self.rank != root:
-            if sendbuf is IN_PLACE:
-                raise InvalidArgumentError(
-                    "MPI.IN_PLACE is for the root only", **self._where(c))
+            self._not_in_place(sendbuf, c, "sendbuf")
             send = self._buffer(sendbuf, c, "sendbuf")
             recv, owners = send[:0], _owners(sendbuf)
         else:
             send, recv = self._vectors(sendbuf, recvbuf, c)
             owners = _owners(sendbuf, recvbuf)
-        self._reduce(send, recv, op, root, algorithm, owners, async_op=False,
-                     memo=memo)
+        return self._reduce(send, recv, op, root, algorithm, owners,
+                            async_op, memo)
 
     def _reduce(self, send, recv, op, root, algorithm, owners, async_op,
                 memo=None):
@@ -305,13 +323,18 @@ class Comm:
 
     def Bcast(self, buf, root=0, *, algorithm="auto"):
         memo = (("Bcast", algorithm, id(buf), id(root)), (buf, root))
-        if self._replayed(*memo):
-            return
+        if not self._replayed(*memo):
+            self._call_bcast(buf, root, algorithm, False, memo)
+
+    def Ibcast(self, buf, root=0, *, algorithm="auto") -> Work:
+        return self._call_bcast(buf, root, algorithm, True)
+
+    def _call_bcast(self, buf, root, algorithm, async_op, memo=None):
         c = "bcast"
         root = self._root(root, c)
         data = self._buffer(buf, c, "buf", writable=True)
-        self._bcast(data, root, algorithm, _owners(buf), async_op=False,
-                    memo=memo)
+        return self._bcast(data, root, algorithm, _owners(buf), async_op,
+                           memo)
 
     def _bcast(self, data, root, algorithm, owners, async_op, memo=None):
         def native(nonblocking):
@@ -325,54 +348,287 @@ class Comm:
     def Allgather(self, sendbuf, recvbuf, *, algorithm="auto"):
         memo = (("Allgather", algorithm, id(sendbuf), id(recvbuf)),
                 (sendbuf, recvbuf))
-        if self._replayed(*memo):
-            return
+        if not self._replayed(*memo):
+            self._call_allgather(sendbuf, recvbuf, algorithm, False, memo)
+
+    def Iallgather(self, sendbuf, recvbuf, *, algorithm="auto") -> Work:
+        return self._call_allgather(sendbuf, recvbuf, algorithm, True)
+
+    def _call_allgather(self, sendbuf, recvbuf, algorithm, async_op,
+                        memo=None):
         c = "allgather"
-        rbuf = self._buffer(recvbuf, c, "recvbuf", writable=True)
+        send, recv, count = self._blocks_in(sendbuf, recvbuf, c)
+        return self._gathering(c, send, recv, count, 0, algorithm,
+                               _owners(sendbuf, recvbuf), async_op,
+                               inplace=sendbuf is IN_PLACE, memo=memo)
+
+    def Gather(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
+        memo = (("Gather", algorithm, id(sendbuf), id(recvbuf), id(root)),
+                (sendbuf, recvbuf, root))
+        if not self._replayed(*memo):
+            self._call_gather(sendbuf, recvbuf, root, algorithm, False, memo)
+
+    def Igather(self, sendbuf, recvbuf, root=0, *, algorithm="auto") -> Work:
+        return self._call_gather(sendbuf, recvbuf, root, algorithm, True)
+
+    def _call_gather(self, sendbuf, recvbuf, root, algorithm, async_op,
+                     memo=None):
+        c = "gather"
+        root = self._root(root, c)
+        if self.rank == root:
+            send, recv, count = self._blocks_in(sendbuf, recvbuf, c)
+            owners = _owners(sendbuf, recvbuf)
+        else:
+            self._not_in_place(sendbuf, c, "sendbuf")
+            send = self._buffer(sendbuf, c, "sendbuf")
+            recv, count, owners = send[:0], send.size, _owners(sendbuf)
+        return self._gathering(c, send, recv, count, root, algorithm, owners,
+                               async_op, inplace=sendbuf is IN_PLACE,
+                               memo=memo)
+
+    def _blocks_in(self, sendbuf, recvbuf, collective):
+        """``(send, recv, count)`` for a call whose ``recvbuf`` holds one
+        block of ``count`` per rank; in place, ``send`` is recv's own."""
+        rbuf = self._buffer(recvbuf, collective, "recvbuf", writable=True)
         if sendbuf is IN_PLACE:
             count = rbuf.size // self.size
         else:
-            send = self._buffer(sendbuf, c, "sendbuf")
-            self._same_type(send, rbuf, c)
+            send = self._buffer(sendbuf, collective, "sendbuf")
+            self._same_type(send, rbuf, collective)
             count = send.size
-        recv = self._need(rbuf, count * self.size, c, "recvbuf")
+        recv = self._need(rbuf, count * self.size, collective, "recvbuf")
         if sendbuf is IN_PLACE:
-            send = inplace_send(c, recv, self.rank, self.size, count)
-        self._allgather(send, recv, algorithm, _owners(sendbuf, recvbuf),
-                        async_op=False, inplace=sendbuf is IN_PLACE,
-                        memo=memo)
+            send = inplace_send(collective, recv, self.rank, self.size, count)
+        return send, recv, count
 
-    def _allgather(self, send, recv, algorithm, owners, async_op, *,
-                   inplace, memo=None):
+    def _gathering(self, c, send, recv, count, root, algorithm, owners,
+                   async_op, *, inplace, memo=None):
+        """Launch allgather, gather or allgatherv (``count``: the per-rank
+        tuple) on parsed buffers."""
         def native(nonblocking):
-            return self._mpi("Allgather", nonblocking)(
-                IN_PLACE if inplace else send, recv)
+            s = IN_PLACE if inplace else send
+            if c == "allgather":
+                return self._mpi("Allgather", nonblocking)(s, recv)
+            if c == "allgatherv":
+                return self._mpi("Allgatherv", nonblocking)(
+                    s, [recv, list(count)])
+            r = recv if self.rank == root else None
+            return self._mpi("Gather", nonblocking)(s, r, root)
 
-        return self._launch("allgather", algorithm, send=send, recv=recv,
-                            count=send.size, op=None, root=0, native=native,
+        return self._launch(c, algorithm, send=send, recv=recv, count=count,
+                            op=None, root=root, native=native, owners=owners,
+                            async_op=async_op, memo=memo)
+
+    def Allgatherv(self, sendbuf, recvbuf, *, algorithm="auto"):
+        memo = (("Allgatherv", algorithm, id(sendbuf), id(recvbuf)),
+                (sendbuf, recvbuf))
+        if not self._replayed(*memo):
+            self._call_allgatherv(sendbuf, recvbuf, algorithm, False, memo)
+
+    def Iallgatherv(self, sendbuf, recvbuf, *, algorithm="auto") -> Work:
+        return self._call_allgatherv(sendbuf, recvbuf, algorithm, True)
+
+    def _call_allgatherv(self, sendbuf, recvbuf, algorithm, async_op,
+                         memo=None):
+        """``recvbuf`` is ``[buf, counts]``, ``[buf, counts, TYPE]``,
+        ``[buf, (counts, displs), TYPE]`` or ``[buf, counts, displs, TYPE]``
+        as in mpi4py; displacements, if given, must be the packed ones
+        (each block right after the previous)."""
+        c = "allgatherv"
+        rspec, counts = self._vector_spec(recvbuf, c)
+        recv = self._need(self._buffer(rspec, c, "recvbuf", writable=True),
+                          sum(counts), c, "recvbuf")
+        if sendbuf is IN_PLACE:
+            send = inplace_send(c, recv, self.rank, self.size, counts)
+        else:
+            send = self._buffer(sendbuf, c, "sendbuf")
+            self._same_type(send, recv, c)
+            if send.size != counts[self.rank]:
+                raise BufferSpecError(
+                    f"sendbuf holds {send.size} elements, recvcounts says "
+                    f"{counts[self.rank]}", **self._where(c))
+        return self._gathering(c, send, recv, counts, 0, algorithm,
+                               _owners(sendbuf, rspec), async_op,
+                               inplace=sendbuf is IN_PLACE, memo=memo)
+
+    def _vector_spec(self, spec, collective):
+        """``(buffer spec, counts)`` from an mpi4py vector specification."""
+        where = self._where(collective)
+        if not isinstance(spec, (list, tuple)) or len(spec) < 2:
+            raise BufferSpecError("recvbuf must be [buf, counts(, displs)"
+                                  "(, TYPE)]", **where)
+        buf, *rest = spec
+        dtype = [rest.pop()] if isinstance(rest[-1], MPI.Datatype) else []
+        if len(rest) == 1 and isinstance(rest[0], tuple) and \
+                len(rest[0]) == 2 and not np.isscalar(rest[0][0]):
+            rest = list(rest[0])  # (counts, displs)
+        counts = tuple(int(n) for n in rest[0])
+        if len(counts) != self.size or min(counts, default=0) < 0:
+            raise InvalidArgumentError(
+                f"counts must hold {self.size} non-negative counts, got "
+                f"{list(rest[0])}", **where)
+        if len(rest) == 2 and rest[1] is not None:
+            packed = tuple(np.cumsum((0, *counts[:-1])))
+            if tuple(int(d) for d in rest[1]) != packed:
+                raise InvalidArgumentError(
+                    f"displacements {list(rest[1])} are not the packed "
+                    f"ones {list(packed)}; only packed layouts are "
+                    "supported", **where)
+        return [buf, *dtype], counts
+
+    def Scatter(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
+        memo = (("Scatter", algorithm, id(sendbuf), id(recvbuf), id(root)),
+                (sendbuf, recvbuf, root))
+        if not self._replayed(*memo):
+            self._call_scatter(sendbuf, recvbuf, root, algorithm, False, memo)
+
+    def Iscatter(self, sendbuf, recvbuf, root=0, *,
+                 algorithm="auto") -> Work:
+        return self._call_scatter(sendbuf, recvbuf, root, algorithm, True)
+
+    def _call_scatter(self, sendbuf, recvbuf, root, algorithm, async_op,
+                      memo=None):
+        c = "scatter"
+        root = self._root(root, c)
+        inplace = recvbuf is IN_PLACE
+        if self.rank == root:
+            sbuf = self._buffer(sendbuf, c, "sendbuf")
+            if inplace:
+                count = sbuf.size // self.size
+            else:
+                recv = self._buffer(recvbuf, c, "recvbuf", writable=True)
+                self._same_type(sbuf, recv, c)
+                count = recv.size
+            send = self._need(sbuf, count * self.size, c, "sendbuf")
+            if inplace:
+                recv = inplace_recv(c, send, self.rank, count)
+            owners = _owners(sendbuf, recvbuf)
+        else:
+            self._not_in_place(recvbuf, c, "recvbuf")
+            recv = self._buffer(recvbuf, c, "recvbuf", writable=True)
+            send, count, owners = recv[:0], recv.size, _owners(recvbuf)
+
+        def native(nonblocking):
+            s = send if self.rank == root else None
+            return self._mpi("Scatter", nonblocking)(
+                s, IN_PLACE if inplace else recv, root)
+
+        return self._launch(c, algorithm, send=send, recv=recv, count=count,
+                            op=None, root=root, native=native, owners=owners,
+                            async_op=async_op, memo=memo)
+
+    def Alltoall(self, sendbuf, recvbuf, *, algorithm="auto"):
+        memo = (("Alltoall", algorithm, id(sendbuf), id(recvbuf)),
+                (sendbuf, recvbuf))
+        if not self._replayed(*memo):
+            self._call_alltoall(sendbuf, recvbuf, algorithm, False, memo)
+
+    def Ialltoall(self, sendbuf, recvbuf, *, algorithm="auto") -> Work:
+        return self._call_alltoall(sendbuf, recvbuf, algorithm, True)
+
+    def _call_alltoall(self, sendbuf, recvbuf, algorithm, async_op,
+                       memo=None):
+        """In place, the input is copied out of ``recvbuf`` first (every
+        block of it is both sent and overwritten)."""
+        c = "alltoall"
+        recv = self._buffer(recvbuf, c, "recvbuf", writable=True)
+        if sendbuf is IN_PLACE:
+            send = recv.copy()
+        else:
+            send = self._buffer(sendbuf, c, "sendbuf")
+            self._same_type(send, recv, c)
+        count = send.size // self.size
+        send = send[:count * self.size]
+        recv = self._need(recv, count * self.size, c, "recvbuf")
+
+        def native(nonblocking):
+            return self._mpi("Alltoall", nonblocking)(send, recv)
+
+        return self._launch(c, algorithm, send=send, recv=recv, count=count,
+                            op=None, root=0, native=native,
+                            owners=(*_owners(sendbuf, recvbuf), send),
+                            async_op=async_op, memo=memo)
+
+    def Scan(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto"):
+        memo = (("Scan", algorithm, id(sendbuf), id(recvbuf), id(op)),
+                (sendbuf, recvbuf, op))
+        if not self._replayed(*memo):
+            self._call_scan("scan", sendbuf, recvbuf, op, algorithm, False,
+                            memo)
+
+    def Iscan(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto") -> Work:
+        return self._call_scan("scan", sendbuf, recvbuf, op, algorithm, True)
+
+    def Exscan(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto"):
+        memo = (("Exscan", algorithm, id(sendbuf), id(recvbuf), id(op)),
+                (sendbuf, recvbuf, op))
+        if not self._replayed(*memo):
+            self._call_scan("exscan", sendbuf, recvbuf, op, algorithm, False,
+                            memo)
+
+    def Iexscan(self, sendbuf, recvbuf, op=MPI.SUM, *,
+                algorithm="auto") -> Work:
+        return self._call_scan("exscan", sendbuf, recvbuf, op, algorithm,
+                               True)
+
+    def _call_scan(self, c, sendbuf, recvbuf, op, algorithm, async_op,
+                   memo=None):
+        op = self._op(op, c)
+        send, recv = self._vectors(sendbuf, recvbuf, c)
+        return self._scan(c, send, recv, op, algorithm,
+                          _owners(sendbuf, recvbuf), async_op, memo)
+
+    def _scan(self, c, send, recv, op, algorithm, owners, async_op,
+              memo=None):
+        def native(nonblocking):
+            name = "Scan" if c == "scan" else "Exscan"
+            return self._mpi(name, nonblocking)(
+                IN_PLACE if send is recv else send, recv, native_op(op))
+
+        return self._launch(c, algorithm, send=send, recv=recv,
+                            count=recv.size, op=op, root=0, native=native,
                             owners=owners, async_op=async_op, memo=memo)
 
     def Reduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM, *,
                              algorithm="auto"):
         memo = (("Reduce_scatter_block", algorithm, id(sendbuf), id(recvbuf),
                  id(op)), (sendbuf, recvbuf, op))
-        if self._replayed(*memo):
-            return
+        if not self._replayed(*memo):
+            self._call_reduce_scatter_block(sendbuf, recvbuf, op, algorithm,
+                                            False, memo)
+
+    def Ireduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM, *,
+                              algorithm="auto") -> Work:
+        return self._call_reduce_scatter_block(sendbuf, recvbuf, op,
+                                               algorithm, True)
+
+    def _call_reduce_scatter_block(self, sendbuf, recvbuf, op, algorithm,
+                                   async_op, memo=None):
         c = "reduce_scatter_block"
         op = self._op(op, c)
         rbuf = self._buffer(recvbuf, c, "recvbuf", writable=True)
         n = rbuf.size // self.size if sendbuf is IN_PLACE else rbuf.size
-        self._reduce_scatter(c, sendbuf, rbuf, n, (n,) * self.size, op,
-                             algorithm, _owners(sendbuf, recvbuf),
-                             async_op=False, memo=memo)
+        return self._reduce_scatter(c, sendbuf, rbuf, n, (n,) * self.size,
+                                    op, algorithm, _owners(sendbuf, recvbuf),
+                                    async_op, memo)
 
     def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM,
                        *, algorithm="auto"):
         # recvcounts=None exchanges counts each call: never replayed.
-        memo = (("Reduce_scatter", algorithm, id(sendbuf), id(recvbuf),
-                 id(recvcounts), id(op)), (sendbuf, recvbuf, recvcounts, op))
-        if recvcounts is not None and self._replayed(*memo):
-            return
+        memo = None if recvcounts is None else (
+            ("Reduce_scatter", algorithm, id(sendbuf), id(recvbuf),
+             id(recvcounts), id(op)), (sendbuf, recvbuf, recvcounts, op))
+        if memo is None or not self._replayed(*memo):
+            self._call_reduce_scatter(sendbuf, recvbuf, recvcounts, op,
+                                      algorithm, False, memo)
+
+    def Ireduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM,
+                        *, algorithm="auto") -> Work:
+        return self._call_reduce_scatter(sendbuf, recvbuf, recvcounts, op,
+                                         algorithm, True)
+
+    def _call_reduce_scatter(self, sendbuf, recvbuf, recvcounts, op,
+                             algorithm, async_op, memo=None):
         c = "reduce_scatter"
         op = self._op(op, c)
         rbuf = self._buffer(recvbuf, c, "recvbuf", writable=True)
@@ -386,9 +642,9 @@ class Comm:
             raise InvalidArgumentError(
                 f"recvcounts must hold {self.size} non-negative counts, "
                 f"got {list(recvcounts)}", **self._where(c))
-        self._reduce_scatter(c, sendbuf, rbuf, counts, counts, op, algorithm,
-                             _owners(sendbuf, recvbuf), async_op=False,
-                             memo=None if recvcounts is None else memo)
+        return self._reduce_scatter(c, sendbuf, rbuf, counts, counts, op,
+                                    algorithm, _owners(sendbuf, recvbuf),
+                                    async_op, memo)
 
     def _reduce_scatter(self, c, sendbuf, rbuf, count, counts, op,
                         algorithm, owners, async_op, memo=None):
@@ -423,6 +679,15 @@ class Comm:
 
     def Barrier(self, *, algorithm="auto"):
         self.barrier(algorithm=algorithm)
+
+    def Ibarrier(self, *, algorithm="auto") -> Work:
+        return self.barrier(algorithm=algorithm, async_op=True)
+
+    def _not_in_place(self, spec, collective, what) -> None:
+        if spec is IN_PLACE:
+            raise InvalidArgumentError(
+                f"MPI.IN_PLACE as {what} is for the root only",
+                **self._where(collective))
 
     # ------------------------------------------- array face (torch-style)
 
@@ -476,15 +741,95 @@ class Comm:
         c = "allgather"
         send = self._array(x, c, "x", writable=False)
         recv = self._array(out, c, "out")
-        if recv.dtype != send.dtype or recv.size != send.size * self.size:
-            raise BufferSpecError(
-                f"out must be {self.size} x {send.size} elements of "
-                f"{send.dtype}, got {recv.size} of {recv.dtype}",
-                **self._where(c))
+        self._whole_blocks(recv, send, c, "out", "x")
         block = inplace_send(c, recv, self.rank, self.size, send.size)
         inplace = same_memory(block, send)
-        return self._allgather(block if inplace else send, recv, algorithm,
-                               (out, x), async_op, inplace=inplace, memo=memo)
+        return self._gathering(c, block if inplace else send, recv,
+                               send.size, 0, algorithm, (out, x), async_op,
+                               inplace=inplace, memo=memo)
+
+    def gather(self, out, x, root=0, *, algorithm="auto", async_op=False):
+        """Concatenate every rank's ``x`` into root's ``out`` (``size *
+        x.size`` elements in rank order); ``out`` is ignored (may be None)
+        elsewhere; at the root ``x`` may be ``out``'s own block."""
+        c = "gather"
+        root = self._root(root, c)
+        send = self._array(x, c, "x", writable=False)
+        if self.rank != root:
+            return self._gathering(c, send, send[:0], send.size, root,
+                                   algorithm, (x,), async_op, inplace=False)
+        recv = self._array(out, c, "out")
+        self._whole_blocks(recv, send, c, "out", "x")
+        block = inplace_send(c, recv, self.rank, self.size, send.size)
+        inplace = same_memory(block, send)
+        return self._gathering(c, block if inplace else send, recv,
+                               send.size, root, algorithm, (out, x),
+                               async_op, inplace=inplace)
+
+    def scatter(self, out, x, root=0, *, algorithm="auto", async_op=False):
+        """Block ``rank`` of root's ``x`` (``size * out.size`` elements) into
+        every rank's ``out``; ``x`` is ignored (may be None) elsewhere."""
+        c = "scatter"
+        root = self._root(root, c)
+        recv = self._array(out, c, "out")
+        if self.rank != root:
+            send = recv[:0]
+            owners = (out,)
+        else:
+            send = self._array(x, c, "x", writable=False)
+            self._whole_blocks(send, recv, c, "x", "out")
+            owners = (out, x)
+
+        def native(nonblocking):
+            s = send if self.rank == root else None
+            return self._mpi("Scatter", nonblocking)(s, recv, root)
+
+        return self._launch(c, algorithm, send=send, recv=recv,
+                            count=recv.size, op=None, root=root,
+                            native=native, owners=owners, async_op=async_op)
+
+    def all_to_all(self, out, x, *, algorithm="auto", async_op=False):
+        """Block ``j`` of ``x`` goes to rank ``j``; block ``i`` of ``out``
+        comes from rank ``i`` (``x`` and ``out``: ``size`` equal blocks)."""
+        c = "alltoall"
+        send = self._array(x, c, "x", writable=False)
+        recv = self._array(out, c, "out")
+        if recv.dtype != send.dtype or recv.size != send.size or \
+                send.size % self.size:
+            raise BufferSpecError(
+                f"x and out must be {self.size} equal blocks of one dtype, "
+                f"got {send.size} {send.dtype} and {recv.size} {recv.dtype}",
+                **self._where(c))
+
+        def native(nonblocking):
+            return self._mpi("Alltoall", nonblocking)(send, recv)
+
+        return self._launch(c, algorithm, send=send, recv=recv,
+                            count=send.size // self.size, op=None, root=0,
+                            native=native, owners=(out, x),
+                            async_op=async_op)
+
+    def scan(self, x, op="sum", *, algorithm="auto", async_op=False):
+        """Inclusive prefix reduction in place: rank r gets x0 op ... op xr."""
+        return self._scan_array("scan", x, op, algorithm, async_op)
+
+    def exscan(self, x, op="sum", *, algorithm="auto", async_op=False):
+        """Exclusive prefix reduction in place: rank r > 0 gets
+        x0 op ... op x(r-1); rank 0's ``x`` is left as it was."""
+        return self._scan_array("exscan", x, op, algorithm, async_op)
+
+    def _scan_array(self, c, x, op, algorithm, async_op):
+        op = self._op(op, c)
+        flat = self._array(x, c, "x")
+        return self._scan(c, flat, flat, op, algorithm, (x,), async_op)
+
+    def _whole_blocks(self, whole, block, collective, whole_name,
+                      block_name) -> None:
+        if whole.dtype != block.dtype or whole.size != block.size * self.size:
+            raise BufferSpecError(
+                f"{whole_name} must be {self.size} x {block.size} elements "
+                f"of {block.dtype}, got {whole.size} of {whole.dtype}",
+                **self._where(collective))
 
     def reduce_scatter(self, out, x, op="sum", *, algorithm="auto",
                        async_op=False):
@@ -498,11 +843,7 @@ class Comm:
         op = self._op(op, c)
         send = self._array(x, c, "x", writable=False)
         recv = self._array(out, c, "out")
-        if recv.dtype != send.dtype or send.size != recv.size * self.size:
-            raise BufferSpecError(
-                f"x must be {self.size} x {recv.size} elements of "
-                f"{recv.dtype}, got {send.size} of {send.dtype}",
-                **self._where(c))
+        self._whole_blocks(send, recv, c, "x", "out")
         n = recv.size
         return self._reduce_scatter(c, send, recv, n, (n,) * self.size, op,
                                     algorithm, (out, x), async_op, memo)
@@ -520,9 +861,6 @@ class Comm:
         return self._launch("barrier", algorithm, send=empty, recv=empty,
                             count=0, op=None, root=0, native=native,
                             owners=(), async_op=async_op, memo=memo)
-
-
-_REDUCING = ("allreduce", "reduce", "reduce_scatter_block", "reduce_scatter")
 
 
 def _owners(*specs) -> tuple:

@@ -1,14 +1,17 @@
-"""``Work``: the handle an ``async_op=True`` call returns.
+"""``Work``: the handle an ``async_op=True`` or ``I*`` call returns.
 
 Like torch.distributed's ``Work``: ``wait(timeout=None)``, ``test()``,
-``is_completed()``. A hand-built algorithm advances its schedule whenever the
-handle is tested or waited on (MPI progresses messages already posted on its
-own); a native call wraps the MPI library's own nonblocking request. Either
-way ``finish`` (copying a staged result to where the caller wants it, and
-releasing scratch) runs exactly once, when the operation completes.
-"""
+``is_completed()``; and like an mpi4py request: ``Wait()``, ``Test()``, with
+:func:`waitall` and :func:`testall` for lists. A hand-built algorithm
+advances its schedule whenever the handle is tested or waited on (MPI
+progresses messages already posted on its own); a native call wraps the MPI
+library's own nonblocking request. Either way ``finish`` (copying a staged
+result to where the caller wants it, and releasing scratch) runs exactly
+once, when the operation completes."""
 
 from __future__ import annotations
+
+import time
 
 from mpi4py import MPI
 
@@ -54,6 +57,14 @@ class Work:
         """True once complete (does advance progress, like ``test``)."""
         return self.test()
 
+    def Test(self, status=None) -> bool:
+        """mpi4py's spelling of :meth:`test` (``status`` is not filled)."""
+        return self.test()
+
+    def Wait(self, status=None) -> None:
+        """mpi4py's spelling of :meth:`wait` (``status`` is not filled)."""
+        self.wait()
+
     def wait(self, timeout: float | None = None) -> None:
         """Block until complete. With ``timeout`` seconds, raise
         :class:`~mpicoll.errors.CollectiveTimeoutError` naming the peers
@@ -78,3 +89,18 @@ class Work:
             raise CollectiveTimeoutError(
                 f"not complete after {timeout:g} s; {detail}",
                 pending=pending, **self._where)
+
+
+def waitall(works, timeout: float | None = None) -> None:
+    """Wait for every :class:`Work` in ``works`` (``MPI.Request.Waitall``'s
+    counterpart); with ``timeout``, seconds for all of them together."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for work in works:
+        left = None if deadline is None else max(0.0,
+                                                  deadline - time.monotonic())
+        work.wait(timeout=left)
+
+
+def testall(works) -> bool:
+    """Advance every :class:`Work`; True when all are complete."""
+    return all([work.test() for work in works])
