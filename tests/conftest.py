@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+import mpicoll
+
 
 def _world_size() -> int:
     if "mpi4py.MPI" not in sys.modules:
@@ -40,3 +42,20 @@ def pytest_runtest_logreport(report):
                          f"({report.when}):\n{report.longreprtext}\n")
         sys.stderr.flush()
         MPI.COMM_WORLD.Abort(1)
+
+
+@pytest.fixture(scope="module", params=["world", "dup", "split"])
+def comm(request):
+    """A world, a Dup and Split halves (unequal for odd sizes), wrapped."""
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    if request.param == "world":
+        base = world
+    elif request.param == "dup":
+        base = world.Dup()
+    else:  # halves; unequal when the world size is odd
+        base = world.Split(world.Get_rank() % 2, world.Get_rank())
+    return mpicoll.Comm(base)
+
+

@@ -17,8 +17,8 @@ mpiexec="$venv/bin/mpiexec"
 
 "$venv/bin/ruff" check mpicoll tests bench
 
-echo "== tier 1: schedules simulated in one process"
-"$py" -m pytest -q tests
+echo "== tier 1: schedules simulated in one process (both cores)"
+"$py" -m pytest -q -n 2 tests
 
 # More ranks than cores: MPICH busy-polls; yielding makes oversubscribed
 # runs ~9x faster (../shared/MACHINE-FACTS.md). MPIEXEC_TIMEOUT ends a hung

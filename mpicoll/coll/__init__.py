@@ -14,10 +14,14 @@ runs in one process.
 from mpicoll.coll import (  # noqa: F401  (imported to register)
     allgather,
     allreduce,
+    alltoall,
     barrier,
     bcast,
+    gather,
     reduce,
     reduce_scatter,
+    scan,
+    scatter,
 )
 from mpicoll.coll.registry import Algorithm, algorithms, lookup, register
 

@@ -1,8 +1,10 @@
-"""Allgather: every rank ends with every rank's block, in rank order.
+"""Allgather(v): every rank ends with every rank's block, in rank order.
 
 Buffers: ``send`` holds this rank's ``count`` elements, ``recv`` the
-``count * p`` of all ranks, block ``i`` at ``i * count``. An in-place call
-aliases ``send`` to this rank's own block of ``recv``.
+``count * p`` of all ranks, block ``i`` at ``i * count``. Allgatherv's
+``count`` is the per-rank tuple: ``send`` holds ``count[rank]`` elements
+and the blocks are packed in ``recv`` (displacements the prefix sums). An
+in-place call aliases ``send`` to this rank's own block of ``recv``.
 
 Also holds the components other collectives build on, all working in one
 vector ``data`` of per-rank blocks (uneven, possibly empty: block ``i`` is
@@ -85,11 +87,13 @@ def recursive_doubling_steps(b: ScheduleBuilder, rank: int, size: int, counts,
             b.exchange(sends=[(rank - 1, whole)])
 
 
-def _allgather(steps, rank: int, size: int, count: int) -> Schedule:
+def _allgather(steps, rank: int, size: int, counts) -> Schedule:
     """Copy ``send`` into this rank's block of ``recv``, then run ``steps`` there."""
+    bounds = block_bounds(counts)
     b = ScheduleBuilder()
-    b.copy(Span("send", 0, count), Span("recv", rank * count, (rank + 1) * count))
-    steps(b, rank, size, (count,) * size, Span("recv", 0, size * count))
+    b.copy(Span("send", 0, counts[rank]),
+           Span("recv", bounds[rank], bounds[rank + 1]))
+    steps(b, rank, size, counts, Span("recv", 0, bounds[size]))
     return b.build()
 
 
@@ -107,7 +111,7 @@ def ring(rank, size, count) -> Schedule:
     step 2: r forwards block r-1; step 3: r forwards block r-2, and now holds
     all four.
     """
-    return _allgather(ring_steps, rank, size, count)
+    return _allgather(ring_steps, rank, size, (count,) * size)
 
 
 @register("allgather", "recursive_doubling")
@@ -127,6 +131,41 @@ def recursive_doubling(rank, size, count) -> Schedule:
     Trace, p=4: step 1: pairs (0,1), (2,3) swap their blocks; step 2: pairs
     (0,2), (1,3) swap their pairs of blocks. With p=5: 0 first gives block 0
     to 1, the core {1,2,3,4} doubles, then 1 sends all five blocks to 0.
+    """
+    return _allgather(recursive_doubling_steps, rank, size, (count,) * size)
+
+
+@register("allgatherv", "ring")
+def ring_v(rank, size, count) -> Schedule:
+    """Ring on blocks of any size: each rank passes on the block it got last.
+
+    :func:`ring` with ``count`` the per-rank tuple. Rounds: ``p-1`` (after
+    the copy of ``send``); an empty block travels as no message at all.
+    Bytes sent by rank ``r``: every block but rank ``r+1``'s; each step
+    lasts as long as its largest block, so uneven counts cost up to ``(p-1)
+    max(count)``. Temp memory: none. Any p and counts, zeros too.
+    Reference: MPICH ``allgatherv_intra_ring``.
+
+    Trace, p=4, blocks B0..B3: as :func:`ring`; with B1 empty, rank 1 sends
+    nothing in step 1 and rank 2 nothing in step 2.
+    """
+    return _allgather(ring_steps, rank, size, count)
+
+
+@register("allgatherv", "recursive_doubling")
+def recursive_doubling_v(rank, size, count) -> Schedule:
+    """Recursive doubling on blocks of any size; any p by folding.
+
+    :func:`recursive_doubling` with ``count`` the per-rank tuple. Rounds: as
+    there (``log2 p``, or ``floor(log2 p) + 2`` on the folded odd ranks);
+    an empty range of blocks travels as no message at all. Bytes sent by a
+    core rank: its group's blocks in each step; a folded odd rank also
+    sends the whole vector at the end. Temp memory: none. Any p and counts,
+    zeros too. Reference: MPICH ``allgatherv_intra_recursive_doubling``; the
+    fold for p not a power of two is :func:`recursive_doubling`'s.
+
+    Trace, p=4, blocks B0..B3: step 1: pairs (0,1), (2,3) swap their
+    blocks; step 2: pairs (0,2), (1,3) swap ``B0 B1`` and ``B2 B3``.
     """
     return _allgather(recursive_doubling_steps, rank, size, count)
 

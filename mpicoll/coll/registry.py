@@ -9,7 +9,7 @@ Builders are pure functions ``build(rank, size, count, **params)``
 returning a :class:`~mpicoll.schedule.core.Schedule`. Rooted collectives'
 builders also get ``root=``; reducing collectives' builders get
 ``commutative=`` (an order-keeping schedule may differ from the fastest
-one); reduce-scatter builders get the per-rank ``counts`` tuple as
+one); reduce-scatter and allgatherv builders get the per-rank ``counts`` tuple as
 ``count``. Schedules are cached per argument tuple.
 """
 
@@ -57,7 +57,8 @@ class Algorithm:
                  commutative: bool = True, **params) -> Schedule:
         """The (cached) schedule of ``rank``; ``params`` override defaults."""
         merged = tuple(sorted({**self.params, **params}.items()))
-        if self.collective in ("reduce_scatter", "reduce_scatter_block"):
+        if self.collective in ("reduce_scatter", "reduce_scatter_block",
+                               "allgatherv"):
             count = block_counts(self.collective, size, count)
         return _build(self, rank, size, count, root, commutative, merged)
 

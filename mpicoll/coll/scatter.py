@@ -1,15 +1,29 @@
-"""Scatter components: the binomial scatter that other collectives build on.
+"""Scatter: block ``i`` of the root's ``send`` into rank ``i``'s ``recv``.
 
-Not a registered collective yet. :func:`binomial_scatter_steps` is the first
-half of van de Geijn's broadcast (:mod:`mpicoll.coll.bcast`), and
-:func:`subtree_spans` is the block arithmetic it shares with the binomial
+Buffers: the root's ``send`` holds ``count * p`` elements, block ``i`` at
+``i * count``; every rank's ``recv`` gets ``count`` (``send`` is empty off
+the root). An in-place call at the root makes its ``recv`` a view of its
+own block of ``send``, so the copy of that block drops out.
+
+Also holds the components other collectives build on:
+:func:`binomial_scatter_steps` is the first half of van de Geijn's broadcast
+(:mod:`mpicoll.coll.bcast`); :func:`subtree_spans` and
+:func:`subtree_window` are the block arithmetic it shares with the binomial
 gather (:mod:`mpicoll.coll.gather`).
 """
 
 from __future__ import annotations
 
-from mpicoll.schedule.core import ScheduleBuilder, Span
+from typing import NamedTuple
+
+from mpicoll.coll.registry import register
+from mpicoll.schedule.core import Schedule, ScheduleBuilder, Span
 from mpicoll.topo import binomial_children, binomial_parent, block_bounds
+
+
+def _subtree_end(vrank: int, size: int) -> int:
+    """One past the last virtual rank of ``vrank``'s binomial subtree."""
+    return min(vrank + (vrank & -vrank), size) if vrank else size
 
 
 def subtree_spans(data: Span, bounds, root: int, vrank: int) -> list[Span]:
@@ -23,13 +37,46 @@ def subtree_spans(data: Span, bounds, root: int, vrank: int) -> list[Span]:
     ``[0, b)``. Sender and receiver both call this, so they split alike.
     """
     size = len(bounds) - 1
-    hi = min(vrank + (vrank & -vrank), size) if vrank else size
-    a, b = vrank + root, hi + root
+    a, b = vrank + root, _subtree_end(vrank, size) + root
     if b <= size:
         return [data.sub(bounds[a], bounds[b])]
     if a >= size:
         return [data.sub(bounds[a - size], bounds[b - size])]
     return [data.sub(bounds[a], bounds[size]), data.sub(0, bounds[b - size])]
+
+
+class Window(NamedTuple):
+    """The whole vector as a non-root of a binomial tree sees it: its subtree.
+
+    The binomial components take the whole vector of blocks in rank order,
+    but a non-root only ever touches its own subtree: blocks ``rank, rank+1,
+    ...``, wrapping past the last block to block 0. ``store`` holds just
+    those, in that (virtual-rank) order, and :meth:`sub` maps a range of the
+    vector into it. A range must not straddle ``origin``; none of the
+    subtree's spans does (:func:`subtree_spans` splits at the wrap).
+    """
+
+    store: Span
+    origin: int  # where this rank's block starts in the vector
+    length: int  # of the whole vector
+
+    def sub(self, start: int, stop: int) -> Span:
+        shift = self.origin if start >= self.origin else self.origin - self.length
+        return self.store.sub(start - shift, stop - shift)
+
+
+def subtree_window(b: ScheduleBuilder, rank: int, size: int, root: int,
+                   count: int, own: Span) -> Window:
+    """The ``data`` a non-root passes the binomial components, blocks of ``count``.
+
+    A leaf's subtree is its own block, so its window is ``own`` (where its
+    block is read or lands); an inner rank gets new scratch for its
+    subtree's blocks, ``count`` times the subtree's size (at most ``p/2``).
+    """
+    vrank = (rank - root) % size
+    blocks = _subtree_end(vrank, size) - vrank
+    store = own if blocks == 1 else b.alloc(blocks * count)
+    return Window(store, rank * count, size * count)
 
 
 def binomial_scatter_steps(b: ScheduleBuilder, rank: int, size: int, root: int,
@@ -41,7 +88,8 @@ def binomial_scatter_steps(b: ScheduleBuilder, rank: int, size: int, root: int,
     ``i``. A rank receives its whole subtree's blocks from its parent (one
     round), then hands each child its subtree in one round, farthest child
     (largest subtree) first; a subtree that wraps around the end of the
-    vector travels as two messages (:func:`subtree_spans`).
+    vector travels as two messages (:func:`subtree_spans`). A non-root may
+    pass a :class:`Window` as ``data``, to keep just its subtree.
 
     Rounds: ``ceil(log2 p)`` along the deepest path, at most 2 per rank.
     Sent by the root: ``n (p-1)/p``; temp memory: none.
@@ -61,3 +109,59 @@ def binomial_scatter_steps(b: ScheduleBuilder, rank: int, size: int, root: int,
         for child in reversed(binomial_children(vrank, size))
         for s in subtree_spans(data, bounds, root, child)
     ])
+
+
+@register("scatter", "linear")
+def linear(rank, size, count, *, root) -> Schedule:
+    """The root sends every rank its block at once.
+
+    Rounds: 1 (the root posts its ``p-1`` sends together, then copies its
+    own block). Bytes sent: ``n (p-1)/p`` by the root (``n = count * p``),
+    none elsewhere. Temp memory: none. Any size, count and root; in place at
+    the root. Reference: Open MPI's ``basic_linear`` scatter.
+
+    Trace, p=4, root 0: round 1: 0 sends block 1 to 1, block 2 to 2 and
+    block 3 to 3, then copies block 0 into its ``recv``.
+    """
+    b = ScheduleBuilder()
+    mine = Span("recv", 0, count)
+    if rank != root:
+        b.exchange(recvs=[(root, mine)])
+        return b.build()
+    peers = [(root + v) % size for v in range(1, size)]
+    b.exchange(sends=[(r, Span("send", r * count, (r + 1) * count)) for r in peers])
+    b.copy(Span("send", root * count, (root + 1) * count), mine)
+    return b.build()
+
+
+@register("scatter", "binomial")
+def binomial(rank, size, count, *, root) -> Schedule:
+    """Binomial-tree scatter: ``ceil(log2 p)`` steps, each halving what moves on.
+
+    A rank receives its subtree's blocks from its parent in one round and
+    hands each child its part in the next (:func:`binomial_scatter_steps`).
+    The root sends straight from ``send``, leaves receive straight into
+    ``recv``, and inner ranks keep their subtree in scratch, then copy their
+    block out. A subtree that wraps past the last rank travels as two
+    messages, so no rank rotates the vector (MPICH copies the whole vector
+    into scratch at a root other than 0). Rounds: at most 2 per rank,
+    ``ceil(log2 p)`` along the deepest path. Bytes sent: ``n (p-1)/p`` by
+    the root (``n = count * p``), its subtree's blocks but its own by an
+    inner rank. Temp memory: none on the root and on leaves, ``count``
+    times the subtree's size (at most ``p/2``) on inner ranks. Any size,
+    count and root; in place at the root.
+    Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
+    ``scatter_intra_binomial``.
+
+    Trace, p=4, root 0: round 1: 0 sends blocks 2,3 to 2 and block 1 to 1;
+    round 2: 2 sends block 3 to 3 and copies block 2 into its ``recv``.
+    """
+    b = ScheduleBuilder()
+    mine = Span("recv", 0, count)
+    if rank == root:
+        data = Span("send", 0, size * count)
+    else:
+        data = subtree_window(b, rank, size, root, count, mine)
+    binomial_scatter_steps(b, rank, size, root, (count,) * size, data)
+    b.copy(data.sub(rank * count, (rank + 1) * count), mine)
+    return b.build()

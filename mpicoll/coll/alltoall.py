@@ -1,0 +1,184 @@
+"""Alltoall: rank ``i``'s block ``j`` lands in rank ``j``'s block ``i``.
+
+Buffers: ``send`` holds ``p`` blocks of ``count`` elements, block ``j``
+(at ``j * count``) bound for rank ``j``; ``recv`` holds ``p`` blocks, block
+``i`` from rank ``i``. They never alias: an in-place call is staged
+through a copy by the layer above (see :mod:`mpicoll.schedule.layout`).
+"""
+
+from __future__ import annotations
+
+from mpicoll.coll.registry import register
+from mpicoll.schedule.core import Schedule, ScheduleBuilder, Span
+from mpicoll.topo import floor_pow2
+
+
+def _block(buf: str, j: int, size: int, count: int) -> Span:
+    """Block ``j`` (mod ``size``) of ``buf``."""
+    j %= size
+    return Span(buf, j * count, (j + 1) * count)
+
+
+@register("alltoall", "linear")
+def linear(rank, size, count) -> Schedule:
+    """All ``p-1`` sends and receives posted at once, then the own block copied.
+
+    Rounds: 1. Bytes sent per rank: ``n (p-1)/p`` (``n`` the whole send
+    buffer), every block straight from ``send`` into its place in ``recv``,
+    in ``p-1`` messages; sends go to ``r+1, r+2, ...`` and receives come
+    from ``r-1, r-2, ...`` so that no rank is everyone's first target.
+    Temp memory: none. Any p. Lets MPI overlap everything, at the price of
+    ``2(p-1)`` outstanding requests per rank (and congestion on large p).
+    Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
+    ``alltoall_intra_scattered`` (unbatched); Open MPI ``basic_linear``.
+
+    Trace, p=4, rank 1: posts sends of blocks 2, 3, 0 to ranks 2, 3, 0 and
+    receives from ranks 0, 3, 2 into blocks 0, 3, 2; then copies its block 1.
+    """
+    b = ScheduleBuilder()
+    b.exchange(
+        sends=[((rank + i) % size, _block("send", rank + i, size, count))
+               for i in range(1, size)],
+        recvs=[((rank - i) % size, _block("recv", rank - i, size, count))
+               for i in range(1, size)])
+    b.copy(_block("send", rank, size, count), _block("recv", rank, size, count))
+    return b.build()
+
+
+@register("alltoall", "pairwise")
+def pairwise(rank, size, count) -> Schedule:
+    """Pairwise exchange: in step ``i`` send to ``r+i``, receive from ``r-i``.
+
+    Rounds: ``p-1`` (the own block is copied during the last). Bytes sent
+    per rank: ``n (p-1)/p``, one block per step straight from ``send`` into
+    its place in ``recv``. Temp memory: none. Any p; shifts for every p
+    (MPICH pairs ``r`` with ``r XOR i`` for powers of two, which costs the
+    same here). One message in flight each way per rank: the choice for
+    long messages. Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
+    ``alltoall_intra_pairwise``.
+
+    Trace, p=4, rank 1: step 1: block 2 to rank 2, block 0 from rank 0;
+    step 2: block 3 to 3, block 3 from 3; step 3: block 0 to 0, block 2
+    from 2.
+    """
+    b = ScheduleBuilder()
+    for i in range(1, size):
+        b.exchange(sends=[((rank + i) % size, _block("send", rank + i, size, count))],
+                   recvs=[((rank - i) % size, _block("recv", rank - i, size, count))])
+    b.copy(_block("send", rank, size, count), _block("recv", rank, size, count))
+    return b.build()
+
+
+def _merge(rows):
+    """Runs of rows of spans, a row joining the run above it when each of its
+    spans continues the run's: ``[(run, rows in it)]``. One message or one
+    copy then moves a whole run."""
+    runs: list[tuple[tuple[Span, ...], int]] = []
+    for row in rows:
+        if runs and all(a.buf == s.buf and a.stop == s.start
+                        for a, s in zip(runs[-1][0], row)):
+            run, n = runs[-1]
+            runs[-1] = (tuple(Span(a.buf, a.start, s.stop)
+                              for a, s in zip(run, row)), n + 1)
+        else:
+            runs.append((tuple(row), 1))
+    return runs
+
+
+@register("alltoall", "bruck")
+def bruck(rank, size, count) -> Schedule:
+    """Bruck: ``ceil(log2 p)`` rounds for any p, blocks hopping by powers of two.
+
+    Position ``i`` (``1 .. p-1``) at rank ``r`` holds a block bound for rank
+    ``r+i``; it travels ``i`` ranks up, one hop per set bit of ``i``, every
+    rank moving its positions alike. In the round of distance ``d`` (powers
+    of two, largest first; Bruck et al. allow any order) rank ``r`` sends
+    the blocks of the positions with bit ``d`` set to ``r+d``, in one
+    message in ascending position order, and receives the same positions
+    from ``r-d``. Largest first, the first round's positions ``[d, p)`` sit
+    in ``send`` as they are: they go out straight from there (two messages
+    on ranks where they wrap past block ``p-1``), so nothing is rotated
+    before. Later rounds pack their blocks into scratch (from ``send``,
+    from the blocks just received, or from where a block waited) unless
+    they form one run of ``send``. Position ``i``'s final place, ``recv``
+    block ``r-i``, is where nothing but position ``i`` ever lands: a block
+    that skips the next round waits there, and at its last hop lands there
+    for good, so nothing is rotated after either; a message of one block is
+    received straight into it.
+    Rounds: ``ceil(log2 p)``; one message per round (two in the first on
+    ranks whose blocks wrap). Bytes sent per rank: ``count`` times the
+    number of set bits in ``1 .. p-1``, about ``n log2(p) / 2`` (``n`` the
+    whole send buffer): latency-optimal for short blocks, wasteful for long
+    ones. Temp memory: two buffers of the largest round (landing,
+    packing), at most ``count * floor(p/2)`` elements each; none for
+    ``p <= 3``. Any p.
+    Reference: Bruck, Ho, Kipnis, Upfal & Weathersby 1997; Thakur,
+    Rabenseifner & Gropp 2005; MPICH ``alltoall_intra_brucks`` (which
+    rotates first, takes the smallest distance first, and rotates back).
+
+    Trace, p=4, rank 0: round 1 (d=2): sends ``send`` blocks 2, 3 to rank 2
+    and receives rank 2's blocks 0, 1 (positions 2, 3) in one message (rank
+    3 gets rank 1's blocks 3, 0 as two); position 2 lands in ``recv`` block
+    2. Round 2 (d=1): packs position 1 (``send`` block 1) and position 3
+    (rank 2's block 1, just received), sends them to rank 1, receives rank
+    3's positions 1, 3 and lands them in ``recv`` blocks 3 and 1; copies its
+    own block 0.
+    """
+    b = ScheduleBuilder()
+
+    def block(buf: str, j: int) -> Span:
+        return _block(buf, j, size, count)
+
+    def home(i: int) -> Span:
+        return block("recv", rank - i)
+
+    at = {i: block("send", rank + i) for i in range(1, size)}  # where i is now
+    distances = []
+    d = floor_pow2(size - 1) if size > 1 else 0
+    while d:
+        distances.append(d)
+        d //= 2
+    moving = {d: [i for i in range(1, size) if i & d] for d in distances}
+    largest = max((len(m) for m in moving.values()), default=0) * count
+    scratch: dict[str, Span] = {}
+
+    def buffer(name: str) -> Span:  # allocated on first use
+        if name not in scratch:
+            scratch[name] = b.alloc(largest)
+        return scratch[name]
+
+    for d in distances:
+        items = moving[d]
+        out = [run for (run,), _ in _merge((at[i],) for i in items)]
+        if d == distances[0]:  # as many messages as the sender has runs
+            pieces = [n for _, n in _merge((block("send", rank - d + i),)
+                                           for i in items)]
+        else:
+            pieces = [len(items)]
+            if len(out) > 1 or out[0].buf != "send":
+                packed = buffer("out").sub(0, len(items) * count)
+                for (src, dst), _ in _merge(
+                        (at[i], packed.sub(j * count, (j + 1) * count))
+                        for j, i in enumerate(items)):
+                    b.copy(src, dst)
+                out = [packed]
+        recvs, done = [], 0
+        for n in pieces:
+            group = items[done:done + n]
+            homes = _merge((home(i),) for i in group)
+            if len(homes) == 1:
+                target = homes[0][0][0]
+                at.update((i, home(i)) for i in group)
+            else:
+                target = buffer("in").sub(done * count, (done + n) * count)
+                at.update((i, target.sub(j * count, (j + 1) * count))
+                          for j, i in enumerate(group))
+            recvs.append(((rank - d) % size, target))
+            done += n
+        b.exchange(sends=[((rank + d) % size, s) for s in out], recvs=recvs)
+        landing = [i for i in items if at[i].buf == "tmp" and not i & (d // 2)]
+        for (src, dst), _ in _merge((at[i], home(i)) for i in landing):
+            b.copy(src, dst)
+        at.update((i, home(i)) for i in landing)
+    b.copy(block("send", rank), block("recv", rank))
+    return b.build()

@@ -1,0 +1,265 @@
+"""Tier 2 for gather, scatter, allgatherv, alltoall, scan, exscan and the
+nonblocking ``I*`` forms of every collective: each registered algorithm
+against native MPI and a NumPy reference, bitwise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import mpicoll
+from mpicoll import errors
+from mpidata import OPS, cases, counts_for, each_input, fold, refuses, values
+
+pytestmark = pytest.mark.mpi
+
+
+@pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])
+@pytest.mark.parametrize("algorithm", mpicoll.algorithms("gather"))
+def test_gather(comm, algorithm, inplace):
+    p, r = comm.size, comm.rank
+    for count in counts_for(p):
+        for dtype in ("int32", "float64"):
+            expected = np.concatenate([values(q, count, dtype)
+                                       for q in range(p)])
+            for root in range(p):
+                mine = values(r, count, dtype)
+                if r != root:
+                    comm.Gather(mine, None, root=root, algorithm=algorithm)
+                    continue
+                got = np.zeros_like(expected)
+                if inplace:
+                    got[r * count:(r + 1) * count] = mine
+                    comm.Gather(MPI.IN_PLACE, got, root=root,
+                                algorithm=algorithm)
+                else:
+                    comm.Gather(mine, got, root=root, algorithm=algorithm)
+                assert np.array_equal(got, expected), (count, dtype, root)
+
+
+@pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])
+@pytest.mark.parametrize("algorithm", mpicoll.algorithms("scatter"))
+def test_scatter(comm, algorithm, inplace):
+    p, r = comm.size, comm.rank
+    for count in counts_for(p):
+        for root in range(p):
+            whole = values(root, count * p, "int64")
+            mine = whole[r * count:(r + 1) * count]
+            if r == root and inplace:
+                data = whole.copy()
+                comm.Scatter(data, MPI.IN_PLACE, root=root,
+                             algorithm=algorithm)
+                assert np.array_equal(data, whole), (count, root)
+                continue
+            got = np.zeros(count, np.int64)
+            comm.Scatter(whole if r == root else None, got, root=root,
+                         algorithm=algorithm)
+            assert np.array_equal(got, mine), (count, root)
+
+
+def _uneven(p: int, count: int) -> list[int]:
+    return [0 if q % 3 == 1 else count + q for q in range(p)]
+
+
+@pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])
+@pytest.mark.parametrize("algorithm", mpicoll.algorithms("allgatherv"))
+def test_allgatherv(comm, algorithm, inplace):
+    p, r = comm.size, comm.rank
+    for count in counts_for(p):
+        counts = _uneven(p, count)
+        displs = list(np.cumsum([0, *counts[:-1]]))
+        blocks = [values(q, counts[q], "float32") for q in range(p)]
+        expected = np.concatenate(blocks)
+        native = np.empty_like(expected)
+        comm.mpi.Allgatherv(blocks[r], [native, counts])
+        for spec in ([counts], [(counts, displs), MPI.FLOAT],
+                     [counts, displs, MPI.FLOAT]):
+            got = np.zeros_like(expected)
+            if inplace:
+                got[displs[r]:displs[r] + counts[r]] = blocks[r]
+                comm.Allgatherv(MPI.IN_PLACE, [got, *spec],
+                                algorithm=algorithm)
+            else:
+                comm.Allgatherv(blocks[r], [got, *spec], algorithm=algorithm)
+            assert np.array_equal(got, native), (count, spec)
+            assert np.array_equal(got, expected), (count, spec)
+
+
+def test_allgatherv_refuses_unpacked_displacements(comm):
+    counts = [1] * comm.size
+    displs = [2 * q + 1 for q in range(comm.size)]
+    with pytest.raises(errors.InvalidArgumentError, match="packed"):
+        comm.Allgatherv(np.ones(1), [np.zeros(2 * comm.size + 1), counts,
+                                     displs, MPI.DOUBLE])
+
+
+@pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])
+@pytest.mark.parametrize("algorithm", mpicoll.algorithms("alltoall"))
+def test_alltoall(comm, algorithm, inplace):
+    p, r = comm.size, comm.rank
+    for count in counts_for(p):
+        x = values(r, count * p, "int64")
+        expected = np.concatenate(
+            [values(q, count * p, "int64")[r * count:(r + 1) * count]
+             for q in range(p)])
+        native = np.empty_like(x)
+        comm.mpi.Alltoall(x, native)
+        if inplace:
+            got = x.copy()
+            comm.Alltoall(MPI.IN_PLACE, got, algorithm=algorithm)
+        else:
+            got = np.zeros_like(x)
+            comm.Alltoall(x, got, algorithm=algorithm)
+        assert np.array_equal(got, native), count
+        assert np.array_equal(got, expected), count
+
+
+@pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])
+@pytest.mark.parametrize("collective", ["scan", "exscan"])
+@pytest.mark.parametrize(("algorithm", "op_name"),
+                         cases("scan", ("sum", "max", "affine", "callable")))
+def test_scan(comm, collective, algorithm, op_name, inplace):
+    if algorithm not in mpicoll.algorithms(collective):
+        pytest.skip(f"{collective} has no {algorithm}")
+    if refuses(collective, algorithm, op_name):
+        with pytest.raises(errors.ConstraintError):
+            comm.Scan(values(comm.rank, 3, "uint64"), np.empty(3, np.uint64),
+                      OPS[op_name][0], algorithm=algorithm)
+        return
+    call = comm.Scan if collective == "scan" else comm.Exscan
+    r = comm.rank
+    for count, dtype, op, reference in each_input(comm, op_name):
+        x = values(r, count, dtype)
+        native = np.empty_like(x)  # every rank makes the reference call
+        getattr(comm.mpi, call.__name__)(x, native, reference)
+        last = r + 1 if collective == "scan" else r
+        if last == 0:  # exscan on rank 0: undefined, left untouched
+            got = np.full_like(x, 3)
+            call(x, got, op, algorithm=algorithm)
+            assert np.all(got == 3)
+            continue
+        expected = fold(op_name, [values(q, count, dtype)
+                                  for q in range(last)])
+        if inplace:
+            got = x.copy()
+            call(MPI.IN_PLACE, got, op, algorithm=algorithm)
+        else:
+            got = np.zeros_like(x)
+            call(x, got, op, algorithm=algorithm)
+        assert np.array_equal(got, native), (count, dtype)
+        assert np.array_equal(got, expected), (count, dtype)
+
+
+# ------------------------------------------------- nonblocking I* forms
+
+
+def _each_algorithm(collective):
+    """native and every hand-built algorithm of ``collective``."""
+    return mpicoll.algorithms(collective)
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "reduce", "bcast",
+                                        "allgather", "gather", "scatter",
+                                        "alltoall", "scan", "exscan",
+                                        "reduce_scatter_block",
+                                        "reduce_scatter", "allgatherv",
+                                        "barrier"])
+def test_nonblocking_forms(comm, collective):
+    """Every I* call, native and hand-built, several in flight at once,
+    completed with waitall/Wait/Test; results as from the blocking call."""
+    p, r = comm.size, comm.rank
+    n = 5
+    for algorithm in _each_algorithm(collective):
+        x = np.arange(n * p, dtype=np.int64) + r
+        out = np.zeros(n * p, np.int64)
+        if collective == "allreduce":
+            work = comm.Iallreduce(x[:n], out[:n], MPI.SUM,
+                                   algorithm=algorithm)
+            want = np.arange(n) * p + sum(range(p))
+            got = out[:n]
+        elif collective == "reduce":
+            work = comm.Ireduce(x[:n], out[:n], MPI.SUM, root=p - 1,
+                                algorithm=algorithm)
+            want = np.arange(n) * p + sum(range(p)) if r == p - 1 else 0
+            got = out[:n]
+        elif collective == "bcast":
+            out[:n] = x[:n] if r == 0 else -1
+            work = comm.Ibcast(out[:n], root=0, algorithm=algorithm)
+            want, got = np.arange(n), out[:n]
+        elif collective in ("allgather", "gather"):
+            args = (x[:n], out)
+            work = comm.Iallgather(*args, algorithm=algorithm) \
+                if collective == "allgather" else \
+                comm.Igather(*args, root=0, algorithm=algorithm)
+            want = np.concatenate([np.arange(n) + q for q in range(p)]) \
+                if collective == "allgather" or r == 0 else 0
+            got = out
+        elif collective == "allgatherv":
+            work = comm.Iallgatherv(x[:n], [out, [n] * p],
+                                    algorithm=algorithm)
+            want = np.concatenate([np.arange(n) + q for q in range(p)])
+            got = out
+        elif collective == "scatter":
+            work = comm.Iscatter(x, out[:n], root=0, algorithm=algorithm)
+            want, got = np.arange(r * n, (r + 1) * n), out[:n]
+        elif collective == "alltoall":
+            work = comm.Ialltoall(x, out, algorithm=algorithm)
+            want = np.concatenate([np.arange(r * n, (r + 1) * n) + q
+                                   for q in range(p)])
+            got = out
+        elif collective in ("scan", "exscan"):
+            call = comm.Iscan if collective == "scan" else comm.Iexscan
+            work = call(x[:n], out[:n], MPI.SUM, algorithm=algorithm)
+            last = r + 1 if collective == "scan" else r
+            want = np.arange(n) * last + sum(range(last))
+            got = out[:n]
+        elif collective == "reduce_scatter_block":
+            work = comm.Ireduce_scatter_block(x, out[:n], MPI.SUM,
+                                              algorithm=algorithm)
+            want = np.arange(r * n, (r + 1) * n) * p + sum(range(p))
+            got = out[:n]
+        elif collective == "reduce_scatter":
+            work = comm.Ireduce_scatter(x, out[:n], [n] * p, MPI.SUM,
+                                        algorithm=algorithm)
+            want = np.arange(r * n, (r + 1) * n) * p + sum(range(p))
+            got = out[:n]
+        else:
+            work = comm.Ibarrier(algorithm=algorithm)
+            want, got = 0, np.zeros(1)
+        barrier = comm.Ibarrier()  # a second operation in flight
+        mpicoll.waitall([barrier, work], timeout=60)
+        assert work.Test() and barrier.is_completed()
+        work.Wait()  # waiting again on a completed request is a no-op
+        if collective == "exscan" and r == 0:
+            continue
+        assert np.array_equal(got, np.broadcast_to(want, got.shape)), \
+            (collective, algorithm)
+
+
+# ------------------------------------------------------------ array face
+
+
+def test_array_face_primitives(comm):
+    p, r = comm.size, comm.rank
+    x = np.full(3, r, np.int32)
+    out = np.zeros((p, 3), np.int32) if r == 0 else None
+    comm.gather(out, x, root=0)
+    if r == 0:
+        assert np.array_equal(out[:, 0], np.arange(p))
+    mine = np.zeros(2, np.float64)
+    comm.scatter(mine, np.arange(2.0 * p) if r == p - 1 else None,
+                 root=p - 1)
+    assert np.array_equal(mine, [2 * r, 2 * r + 1])
+    send = np.repeat(np.arange(p) * 10 + r, 2)  # block j goes to rank j
+    recv = np.zeros_like(send)
+    comm.all_to_all(recv, send)
+    assert np.array_equal(recv, np.repeat(np.arange(p) + 10 * r, 2))
+    y = np.full(4, r + 1, np.int64)
+    comm.scan(y)
+    assert np.all(y == (r + 1) * (r + 2) // 2)
+    z = np.full(4, r + 1, np.int64)
+    comm.exscan(z, op="max", async_op=True).wait()
+    assert np.all(z == (r if r else 1))
+    with pytest.raises(errors.BufferSpecError, match="equal blocks"):
+        comm.all_to_all(np.zeros(p), np.zeros(2 * p))
