@@ -22,6 +22,7 @@ from mpicoll.errors import (
     UnknownAlgorithmError,
 )
 from mpicoll.ops import Op
+from mpicoll.p2p import P2POp
 from mpicoll.work import Work, testall, waitall
 
 __version__ = "0.1.0"
@@ -36,6 +37,7 @@ __all__ = [
     "MpicollError",
     "Op",
     "OpTypeError",
+    "P2POp",
     "UnknownAlgorithmError",
     "Work",
     "algorithms",

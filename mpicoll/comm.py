@@ -30,6 +30,7 @@ from mpicoll.context import context_of, forget
 from mpicoll.errors import BufferSpecError, InvalidArgumentError, OpTypeError
 from mpicoll.mpi_ops import as_op, native_op
 from mpicoll.ops import Op
+from mpicoll.p2p import PointToPoint
 from mpicoll.schedule.executor import Execution, run
 from mpicoll.schedule.layout import inplace_recv, inplace_send
 from mpicoll.schedule.plan import same_memory
@@ -40,7 +41,7 @@ IN_PLACE = MPI.IN_PLACE
 REPLAYS = 32  # blocking calls remembered per Comm for replay
 
 
-class Comm:
+class Comm(PointToPoint):
     """Wrap ``comm`` (default ``MPI.COMM_WORLD``); collective on ``comm``.
 
     ``MPICOLL_<COLLECTIVE>_ALGORITHM`` environment settings are read here,
