@@ -437,8 +437,7 @@ class Comm(PointToPoint):
         (each block right after the previous)."""
         c = "allgatherv"
         rspec, counts = self._vector_spec(recvbuf, c)
-        recv = self._need(self._buffer(rspec, c, "recvbuf", writable=True),
-                          sum(counts), c, "recvbuf")
+        recv = self._vector_buffer(rspec, counts, c, "recvbuf", True)
         if sendbuf is IN_PLACE:
             send = inplace_send(c, recv, self.rank, self.size, counts)
         else:
@@ -452,11 +451,11 @@ class Comm(PointToPoint):
                                _owners(sendbuf, rspec), async_op,
                                inplace=sendbuf is IN_PLACE, memo=memo)
 
-    def _vector_spec(self, spec, collective):
+    def _vector_spec(self, spec, collective, what="recvbuf"):
         """``(buffer spec, counts)`` from an mpi4py vector specification."""
         where = self._where(collective)
         if not isinstance(spec, (list, tuple)) or len(spec) < 2:
-            raise BufferSpecError("recvbuf must be [buf, counts(, displs)"
+            raise BufferSpecError(f"{what} must be [buf, counts(, displs)"
                                   "(, TYPE)]", **where)
         buf, *rest = spec
         dtype = [rest.pop()] if isinstance(rest[-1], MPI.Datatype) else []
@@ -476,6 +475,152 @@ class Comm(PointToPoint):
                     f"ones {list(packed)}; only packed layouts are "
                     "supported", **where)
         return [buf, *dtype], counts
+
+    def _vector_buffer(self, spec, counts, collective, what,
+                       writable=False):
+        buf = self._buffer(spec, collective, what, writable)
+        return self._need(buf, sum(counts), collective, what)
+
+    def _agree(self, mine, theirs_from=None, root=0):
+        """Every rank's ``mine`` and, from ``root``, ``theirs_from``: one
+        small allgather, so that all ranks see the same counts and reach
+        the same verdict on them (a count error raised on one rank alone
+        would leave the others waiting in the collective)."""
+        rows = self._ctx.comm.allgather((mine, theirs_from))
+        return [m for m, _ in rows], rows[root][1]
+
+    def _disagree(self, collective, bad) -> None:
+        if bad:
+            raise InvalidArgumentError(
+                "counts disagree between ranks: " + "; ".join(bad),
+                **self._where(collective))
+
+    def Gatherv(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
+        self._call_gatherv(sendbuf, recvbuf, root, algorithm, False)
+
+    def Igatherv(self, sendbuf, recvbuf, root=0, *,
+                 algorithm="auto") -> Work:
+        return self._call_gatherv(sendbuf, recvbuf, root, algorithm, True)
+
+    def _call_gatherv(self, sendbuf, recvbuf, root, algorithm, async_op):
+        """Gather blocks of per-rank sizes into the root's ``recvbuf``, a
+        vector specification with packed displacements. Every call checks,
+        in one small allgather, that each rank sends what the root's
+        ``recvcounts`` expects; that is also how every rank learns the
+        counts the binomial algorithm needs."""
+        c = "gatherv"
+        root = self._root(root, c)
+        counts = None
+        if self.rank == root:
+            rspec, counts = self._vector_spec(recvbuf, c)
+            recv = self._vector_buffer(rspec, counts, c, "recvbuf", True)
+            if sendbuf is IN_PLACE:
+                send = inplace_send(c, recv, self.rank, self.size, counts)
+            else:
+                send = self._buffer(sendbuf, c, "sendbuf")
+                self._same_type(send, recv, c)
+            owners = _owners(sendbuf, rspec)
+        else:
+            self._not_in_place(sendbuf, c, "sendbuf")
+            send = self._buffer(sendbuf, c, "sendbuf")
+            recv, owners = send[:0], _owners(sendbuf)
+        sizes, counts = self._agree(send.size, counts, root)
+        self._disagree(c, [f"rank {q} sends {n}, recvcounts[{q}] is "
+                           f"{counts[q]}" for q, n in enumerate(sizes)
+                           if n != counts[q]])
+        counts = tuple(counts)
+
+        def native(nonblocking):
+            s = IN_PLACE if sendbuf is IN_PLACE else send
+            r = [recv, list(counts)] if self.rank == root else None
+            return self._mpi("Gatherv", nonblocking)(s, r, root)
+
+        return self._launch(c, algorithm, send=send, recv=recv, count=counts,
+                            op=None, root=root, native=native, owners=owners,
+                            async_op=async_op)
+
+    def Scatterv(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
+        self._call_scatterv(sendbuf, recvbuf, root, algorithm, False)
+
+    def Iscatterv(self, sendbuf, recvbuf, root=0, *,
+                  algorithm="auto") -> Work:
+        return self._call_scatterv(sendbuf, recvbuf, root, algorithm, True)
+
+    def _call_scatterv(self, sendbuf, recvbuf, root, algorithm, async_op):
+        """Scatter blocks of per-rank sizes from the root's ``sendbuf``, a
+        vector specification with packed displacements; counts are
+        checked across ranks as in :meth:`Gatherv`."""
+        c = "scatterv"
+        root = self._root(root, c)
+        counts = None
+        inplace = recvbuf is IN_PLACE
+        if self.rank == root:
+            sspec, counts = self._vector_spec(sendbuf, c, "sendbuf")
+            send = self._vector_buffer(sspec, counts, c, "sendbuf")
+            if inplace:
+                recv = send[sum(counts[:root]):sum(counts[:root + 1])]
+            else:
+                recv = self._buffer(recvbuf, c, "recvbuf", writable=True)
+                self._same_type(send, recv, c)
+            owners = _owners(sspec, recvbuf)
+        else:
+            self._not_in_place(recvbuf, c, "recvbuf")
+            recv = self._buffer(recvbuf, c, "recvbuf", writable=True)
+            send, owners = recv[:0], _owners(recvbuf)
+        sizes, counts = self._agree(recv.size, counts, root)
+        self._disagree(c, [f"rank {q} receives {n}, sendcounts[{q}] is "
+                           f"{counts[q]}" for q, n in enumerate(sizes)
+                           if n < counts[q]])
+        counts = tuple(counts)
+        recv = recv[:counts[self.rank]]
+
+        def native(nonblocking):
+            s = [send, list(counts)] if self.rank == root else None
+            return self._mpi("Scatterv", nonblocking)(
+                s, IN_PLACE if inplace else recv, root)
+
+        return self._launch(c, algorithm, send=send, recv=recv, count=counts,
+                            op=None, root=root, native=native, owners=owners,
+                            async_op=async_op)
+
+    def Alltoallv(self, sendbuf, recvbuf, *, algorithm="auto"):
+        self._call_alltoallv(sendbuf, recvbuf, algorithm, False)
+
+    def Ialltoallv(self, sendbuf, recvbuf, *, algorithm="auto") -> Work:
+        return self._call_alltoallv(sendbuf, recvbuf, algorithm, True)
+
+    def _call_alltoallv(self, sendbuf, recvbuf, algorithm, async_op):
+        """Blocks of any sizes between every pair: both buffers are vector
+        specifications with packed displacements. One small allgather of
+        every rank's send and receive counts builds the whole count matrix
+        the schedules are keyed by, and checks that what ``i`` sends to
+        ``j`` is what ``j`` expects from ``i``. In place, the input is
+        copied out of ``recvbuf`` first, with the receive counts."""
+        c = "alltoallv"
+        rspec, rcounts = self._vector_spec(recvbuf, c)
+        recv = self._vector_buffer(rspec, rcounts, c, "recvbuf", True)
+        if sendbuf is IN_PLACE:
+            send, scounts, sspec = recv.copy(), rcounts, None
+        else:
+            sspec, scounts = self._vector_spec(sendbuf, c, "sendbuf")
+            send = self._vector_buffer(sspec, scounts, c, "sendbuf")
+            self._same_type(send, recv, c)
+        rows, _ = self._agree((scounts, rcounts))
+        matrix = tuple(tuple(sc) for sc, _ in rows)
+        self._disagree(c, [
+            f"rank {i} sends {matrix[i][j]} to rank {j}, which expects "
+            f"{rows[j][1][i]}" for i in range(self.size)
+            for j in range(self.size) if matrix[i][j] != rows[j][1][i]])
+        send = send[:sum(scounts)]
+
+        def native(nonblocking):
+            return self._mpi("Alltoallv", nonblocking)(
+                [send, list(scounts)], [recv, list(rcounts)])
+
+        return self._launch(c, algorithm, send=send, recv=recv, count=matrix,
+                            op=None, root=0, native=native,
+                            owners=(*_owners(sspec, rspec), send),
+                            async_op=async_op)
 
     def Scatter(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
         memo = (("Scatter", algorithm, id(sendbuf), id(recvbuf), id(root)),

@@ -17,6 +17,11 @@ costs microseconds, which is the whole budget of a small message. Entries
 are keyed by the identity of the caller's buffer objects and hold them, so
 an entry can never point at freed memory; the cache is small (``PLANS``
 entries), so at most that many dropped buffers stay alive.
+
+When a buffer is big enough to hold a message over MPI's ``int`` count
+limit (2**31 - 1 bytes: messages travel as bytes), the schedule's long
+messages are split into chunks before binding
+(:mod:`mpicoll.schedule.chunk`); smaller calls pay one comparison.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from collections import OrderedDict
 import numpy as np
 from mpi4py import MPI
 
+from mpicoll.schedule.chunk import MAX_MESSAGE_BYTES, element_limit, split_messages
 from mpicoll.schedule.executor import Step, compile_plan
 from mpicoll.schedule.plan import bind
 
@@ -74,6 +80,11 @@ class Context:
             return entry
         schedule = alg.schedule(self.rank, self.size, count, root=root,
                                 commutative=op is None or op.commutative)
+        itemsize = send.dtype.itemsize
+        # No message is longer than the largest buffer it lives in.
+        if max(send.shape[0], recv.shape[0],
+               schedule.tmp) * itemsize > MAX_MESSAGE_BYTES:
+            schedule = split_messages(schedule, element_limit(itemsize))
         arrays = {"send": send, "recv": recv,
                   "tmp": np.empty(schedule.tmp, send.dtype),
                   "sync": np.empty(0, np.uint8)}

@@ -20,6 +20,7 @@ import numpy as np
 from mpicoll.coll import lookup
 from mpicoll.coll.registry import REDUCING
 from mpicoll.ops import Op, builtin_op
+from mpicoll.schedule.chunk import split_messages
 from mpicoll.schedule.layout import (
     ROOT_ONLY_INPLACE,
     buffer_lengths,
@@ -48,16 +49,21 @@ def garbage(n: int, dtype) -> np.ndarray:
 
 def simulate(collective: str, algorithm: str, inputs, *, count=None,
              op="sum", root: int = 0, inplace: bool = False,
-             **params) -> list[np.ndarray]:
+             max_message: int | None = None, **params) -> list[np.ndarray]:
     """Run ``algorithm`` of ``collective`` on ``len(inputs)`` simulated ranks.
 
     ``inputs[r]`` is rank r's send buffer (for bcast: its buffer, read at the
     root only; for scatter: empty except at the root). ``count`` defaults to
-    what the inputs imply (for ``reduce_scatter`` and ``allgatherv``: pass
-    the per-rank tuple). ``inplace`` lays buffers out as an in-place call
-    does (:mod:`mpicoll.schedule.layout`; at the root only for reduce,
-    gather and scatter). Returns every rank's receive buffer (empty where
-    the rank receives nothing).
+    what the inputs imply (for ``reduce_scatter``, ``allgatherv``,
+    ``gatherv`` and ``scatterv``: pass the per-rank tuple; for
+    ``alltoallv``: the matrix). ``inplace`` lays buffers out as an in-place
+    call does (:mod:`mpicoll.schedule.layout`; at the root only for reduce,
+    gather, scatter, gatherv and scatterv). Returns every rank's receive
+    buffer (empty where the rank receives nothing). ``max_message``
+    (elements) splits every longer message into chunks first, as the MPI
+    layer does for messages over MPI's count limit
+    (:func:`mpicoll.schedule.chunk.split_messages`); a tiny value exercises
+    that path on small data.
     """
     size = len(inputs)
     alg = lookup(collective, algorithm)
@@ -82,7 +88,7 @@ def simulate(collective: str, algorithm: str, inputs, *, count=None,
             if rank == root:
                 recv[...] = inputs[rank]
             send = recv[:0]
-        elif aliased and collective == "scatter":
+        elif aliased and collective in ("scatter", "scatterv"):
             send = np.array(inputs[rank], copy=True)
             recv = inplace_recv(collective, send, rank, count)
         elif aliased:
@@ -96,6 +102,8 @@ def simulate(collective: str, algorithm: str, inputs, *, count=None,
         schedule = alg.schedule(rank, size, count, root=root,
                                 commutative=op is None or op.commutative,
                                 **params)
+        if max_message is not None:
+            schedule = split_messages(schedule, max_message)
         arrays = {"send": send, "recv": recv,
                   "tmp": garbage(schedule.tmp, dtype),
                   "sync": np.empty(0, dtype)}
@@ -109,8 +117,8 @@ def _implied_count(collective: str, size: int, n_send: int):
     """``count`` from the length of the root's (or rank 0's) input."""
     if collective in ("scatter", "alltoall"):
         return n_send // size
-    if collective == "allgatherv":
-        raise ValueError("pass count= (the per-rank tuple) for allgatherv")
+    if collective in ("allgatherv", "gatherv", "scatterv", "alltoallv"):
+        raise ValueError(f"pass count= (the per-rank counts) for {collective}")
     if collective in ("reduce_scatter_block", "reduce_scatter"):
         if n_send % size:
             raise ValueError("pass count= for uneven reduce_scatter")

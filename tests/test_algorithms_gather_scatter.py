@@ -142,13 +142,13 @@ def test_binomial_wrapped_subtree_travels_as_two_messages():
 def test_window_maps_the_subtree_in_virtual_order():
     """Blocks of 10, p=8, rank 6 with a 4-block subtree: ranks 6, 7, 0, 1."""
     b = ScheduleBuilder()
-    w = subtree_window(b, 6, 8, 2, 10, Span("send", 0, 10))
+    w = subtree_window(b, 6, 8, 2, (10,) * 8, Span("send", 0, 10))
     assert w == Window(Span("tmp", 0, 40), 60, 80)
     assert w.sub(60, 80) == Span("tmp", 0, 20)  # ranks 6, 7
     assert w.sub(0, 20) == Span("tmp", 20, 40)  # ranks 0, 1, after the wrap
     assert w.sub(10, 20) == Span("tmp", 30, 40)
     # A leaf's window is the span it was given.
-    leaf = subtree_window(b, 7, 8, 2, 10, Span("recv", 0, 10))
+    leaf = subtree_window(b, 7, 8, 2, (10,) * 8, Span("recv", 0, 10))
     assert leaf.sub(70, 80) == Span("recv", 0, 10)
     assert b.build().tmp == 40
 

@@ -164,6 +164,7 @@ def _each_algorithm(collective):
                                         "alltoall", "scan", "exscan",
                                         "reduce_scatter_block",
                                         "reduce_scatter", "allgatherv",
+                                        "gatherv", "scatterv", "alltoallv",
                                         "barrier"])
 def test_nonblocking_forms(comm, collective):
     """Every I* call, native and hand-built, several in flight at once,
@@ -200,9 +201,24 @@ def test_nonblocking_forms(comm, collective):
                                     algorithm=algorithm)
             want = np.concatenate([np.arange(n) + q for q in range(p)])
             got = out
-        elif collective == "scatter":
-            work = comm.Iscatter(x, out[:n], root=0, algorithm=algorithm)
+        elif collective == "gatherv":
+            work = comm.Igatherv(x[:n], [out, [n] * p] if r == 0 else None,
+                                 root=0, algorithm=algorithm)
+            want = np.concatenate([np.arange(n) + q for q in range(p)]) \
+                if r == 0 else 0
+            got = out
+        elif collective in ("scatter", "scatterv"):
+            work = comm.Iscatter(x, out[:n], root=0, algorithm=algorithm) \
+                if collective == "scatter" else comm.Iscatterv(
+                    [x, [n] * p] if r == 0 else None, out[:n], root=0,
+                    algorithm=algorithm)
             want, got = np.arange(r * n, (r + 1) * n), out[:n]
+        elif collective == "alltoallv":
+            work = comm.Ialltoallv([x, [n] * p], [out, [n] * p],
+                                   algorithm=algorithm)
+            want = np.concatenate([np.arange(r * n, (r + 1) * n) + q
+                                   for q in range(p)])
+            got = out
         elif collective == "alltoall":
             work = comm.Ialltoall(x, out, algorithm=algorithm)
             want = np.concatenate([np.arange(r * n, (r + 1) * n) + q
@@ -263,3 +279,95 @@ def test_array_face_primitives(comm):
     assert np.all(z == (r if r else 1))
     with pytest.raises(errors.BufferSpecError, match="equal blocks"):
         comm.all_to_all(np.zeros(p), np.zeros(2 * p))
+
+
+# ----------------------------------------------------------- v-variants
+
+
+@pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])
+@pytest.mark.parametrize("algorithm", mpicoll.algorithms("gatherv"))
+def test_gatherv(comm, algorithm, inplace):
+    p, r = comm.size, comm.rank
+    for count in counts_for(p):
+        counts = _uneven(p, count)
+        blocks = [values(q, counts[q], "int32") for q in range(p)]
+        for root in range(p):
+            if r != root:
+                comm.Gatherv(blocks[r], None, root=root, algorithm=algorithm)
+                continue
+            got = np.zeros(sum(counts), np.int32)
+            if inplace:
+                start = sum(counts[:r])
+                got[start:start + counts[r]] = blocks[r]
+                comm.Gatherv(MPI.IN_PLACE, [got, counts, MPI.INT],
+                             root=root, algorithm=algorithm)
+            else:
+                comm.Gatherv(blocks[r], [got, counts], root=root,
+                             algorithm=algorithm)
+            assert np.array_equal(got, np.concatenate(blocks)), (count, root)
+
+
+@pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])
+@pytest.mark.parametrize("algorithm", mpicoll.algorithms("scatterv"))
+def test_scatterv(comm, algorithm, inplace):
+    p, r = comm.size, comm.rank
+    for count in counts_for(p):
+        counts = _uneven(p, count)
+        starts = np.cumsum([0, *counts])
+        for root in range(p):
+            whole = values(root, sum(counts), "float64")
+            mine = whole[starts[r]:starts[r + 1]]
+            if r == root and inplace:
+                data = whole.copy()
+                comm.Scatterv([data, counts], MPI.IN_PLACE, root=root,
+                              algorithm=algorithm)
+                assert np.array_equal(data, whole)
+                continue
+            got = np.zeros(counts[r])
+            comm.Scatterv([whole, (counts, list(starts[:-1])), MPI.DOUBLE]
+                          if r == root else None, got, root=root,
+                          algorithm=algorithm)
+            assert np.array_equal(got, mine), (count, root)
+
+
+@pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])
+@pytest.mark.parametrize("algorithm", mpicoll.algorithms("alltoallv"))
+def test_alltoallv(comm, algorithm, inplace):
+    p, r = comm.size, comm.rank
+
+    def sent(i, j):  # elements rank i sends to rank j
+        return (i + 2 * j) % 3 if not inplace else (i + j) % 3
+
+    scounts = [sent(r, j) for j in range(p)]
+    rcounts = [sent(i, r) for i in range(p)]
+    x = values(r, sum(scounts), "int64")
+    starts = np.cumsum([0, *scounts])
+    expected = np.concatenate([
+        values(i, sum(sent(i, j) for j in range(p)), "int64")[
+            sum(sent(i, j) for j in range(r)):][:sent(i, r)]
+        for i in range(p)])
+    if inplace:  # symmetric counts: what r sends to j is what j sends r
+        got = np.zeros(sum(rcounts), np.int64)
+        got[:] = x
+        comm.Alltoallv(MPI.IN_PLACE, [got, rcounts], algorithm=algorithm)
+    else:
+        got = np.zeros(sum(rcounts), np.int64)
+        comm.Alltoallv([x, (scounts, list(starts[:-1])), MPI.INT64_T],
+                       [got, rcounts], algorithm=algorithm)
+    assert np.array_equal(got, expected)
+
+
+def test_v_counts_that_disagree_fail_on_every_rank(comm):
+    p, r = comm.size, comm.rank
+    counts = [2] * p
+    counts[p - 1] = 3  # the root expects 3 from the last rank, which sends 2
+    with pytest.raises(errors.InvalidArgumentError,
+                       match=f"rank {p - 1} sends 2") as info:
+        comm.Gatherv(np.ones(2), [np.zeros(sum(counts)), counts]
+                     if r == 0 else None, root=0)
+    assert f"[rank {r}] gatherv" in str(info.value)
+    scounts = [1] * p
+    rcounts = [1] * p
+    rcounts[0] = 2 if r == p - 1 else 1  # p-1 expects 2 from rank 0
+    with pytest.raises(errors.InvalidArgumentError, match="which expects 2"):
+        comm.Alltoallv([np.ones(p), scounts], [np.zeros(p + 1), rcounts])

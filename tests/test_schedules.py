@@ -9,7 +9,10 @@ Results are then checked exactly against a NumPy reference:
 
 - sizes 1..17, 24, 32, 33; counts {0, 1, p-1, p, p+1, 1000};
 - every root at sizes up to ``ALL_ROOTS_UP_TO``, roots {0, p//2, p-1} above;
-- in place and out of place where the layout aliases them;
+- in place and out of place where the layout aliases them (and for
+  scatter and scatterv, whose root's ``recv`` is a view of its ``send``);
+- uneven per-rank counts (zeros included) for reduce_scatter, allgatherv,
+  gatherv and scatterv, and ragged matrices for alltoallv;
 - integer SUM on int64 data unique per (rank, index), exact whatever the
   reduction order, and, for every algorithm not declared
   ``commutative_only``, :data:`~mpicoll.simulate.STR_CONCAT` (associative,
@@ -32,7 +35,12 @@ from mpicoll.coll import algorithms, lookup, register, registry
 from mpicoll.coll.registry import REDUCING, ROOTED, Algorithm
 from mpicoll.ops import Op, builtin_op
 from mpicoll.schedule.core import SYNC, Copy, Recv, Reduce, Round, Schedule, Send, Span
-from mpicoll.schedule.layout import COLLECTIVES, INPLACE_ALIASED, buffer_lengths
+from mpicoll.schedule.layout import (
+    COLLECTIVES,
+    INPLACE_ALIASED,
+    PER_RANK_COUNTS,
+    buffer_lengths,
+)
 from mpicoll.schedule.plan import bind
 from mpicoll.schedule.simulate import SimulationError, run_plans
 from mpicoll.simulate import STR_CONCAT, garbage, simulate
@@ -75,11 +83,12 @@ def roots(collective: str, p: int) -> list[int]:
 
 
 def inplace_modes(collective: str) -> tuple[bool, ...]:
-    return (False, True) if collective in INPLACE_ALIASED else (False,)
+    inplace = (*INPLACE_ALIASED, "scatter", "scatterv")
+    return (False, True) if collective in inplace else (False,)
 
 
 def uneven_counts(p: int) -> list[tuple[int, ...]]:
-    """Per-rank reduce_scatter counts, zeros included."""
+    """Per-rank counts (reduce_scatter, the v-variants), zeros included."""
     patterns = [
         tuple(r % 3 for r in range(p)),  # 0, 1, 2, 0, 1, 2 ...
         tuple(0 if r % 2 else r + 1 for r in range(p)),  # odd ranks get none
@@ -88,6 +97,18 @@ def uneven_counts(p: int) -> list[tuple[int, ...]]:
         tuple(p - r + (r == p // 2) * 40 for r in range(p)),  # ragged, no zero
     ]
     return list(dict.fromkeys(patterns))
+
+
+def ragged_matrices(p: int) -> list[tuple[tuple[int, ...], ...]]:
+    """Alltoallv matrices, ``M[i][j]`` from rank ``i`` to rank ``j``, zeros included."""
+    patterns = [
+        lambda i, j: (i + 2 * j) % 3,
+        lambda i, j: 5 if i == p // 2 else 0,  # all on one row
+        lambda i, j: 4 if j == p - 1 else 0,  # all on one column
+        lambda i, j: i - j + 1 if j <= i else 0,  # lower triangle, ragged
+    ]
+    return [tuple(tuple(f(i, j) for j in range(p)) for i in range(p))
+            for f in patterns]
 
 
 # --- data and references ----------------------------------------------------
@@ -126,15 +147,18 @@ def expected_outputs(collective, xs, p, count, root):
         return [red[displ[r]:displ[r] + counts[r]] for r in range(p)]
     if collective == "barrier":
         return [xs[0][:0]] * p
-    if collective in ("gather", "allgatherv"):
+    if collective in ("gather", "allgatherv", "gatherv"):
         whole = np.concatenate(xs)
         if collective == "allgatherv":
             return [whole] * p
         return [whole if r == root else whole[:0] for r in range(p)]
-    if collective == "scatter":
-        return [xs[root][r * count:(r + 1) * count] for r in range(p)]
-    if collective == "alltoall":
-        return [np.concatenate([x[r * count:(r + 1) * count] for x in xs])
+    if collective in ("scatter", "scatterv"):
+        bounds = block_bounds(count if collective == "scatterv" else (count,) * p)
+        return [xs[root][bounds[r]:bounds[r + 1]] for r in range(p)]
+    if collective in ("alltoall", "alltoallv"):
+        matrix = count if collective == "alltoallv" else ((count,) * p,) * p
+        rows = [block_bounds(row) for row in matrix]
+        return [np.concatenate([x[b[r]:b[r + 1]] for x, b in zip(xs, rows)])
                 for r in range(p)]
     if collective == "scan":
         return [reduction(xs[:r + 1]) for r in range(p)]
@@ -179,8 +203,10 @@ def check_case(collective, name, p, count, *, root=0, inplace=False,
 
 def run_all(collective, name, p, counts, kind, **params):
     for count in counts:
-        if collective in ("reduce_scatter", "allgatherv"):
-            count = (count,) * p  # the even case; see the uneven test
+        if collective in PER_RANK_COUNTS:
+            count = (count,) * p  # the even case; see the uneven tests
+        elif collective == "alltoallv":
+            count = ((count,) * p,) * p
         for root in roots(collective, p):
             for inplace in inplace_modes(collective):
                 check_case(collective, name, p, count, root=root,
@@ -206,7 +232,14 @@ STR_CASES = [
 UNEVEN_CASES = [
     pytest.param(c, name, p, id=f"{c}-{name}-p{p}")
     for c, name in HAND_BUILT
-    if c in ("reduce_scatter", "allgatherv")
+    if c in PER_RANK_COUNTS
+    for p in SIZES
+]
+
+ALLTOALLV_CASES = [
+    pytest.param(name, p, id=f"alltoallv-{name}-p{p}")
+    for c, name in HAND_BUILT
+    if c == "alltoallv"
     for p in SIZES
 ]
 
@@ -282,13 +315,22 @@ def test_param_variants(collective, name, params, p):
 
 @pytest.mark.parametrize(("collective", "name", "p"), UNEVEN_CASES)
 def test_uneven_counts(collective, name, p):
-    """Per-rank counts with zeros: reduce_scatter and allgatherv."""
+    """Per-rank counts with zeros: reduce_scatter, allgatherv, gatherv and
+    scatterv (every root, as in the sweep)."""
     kinds = ["int", "str"] if order_keeping(collective, name) else ["int"]
     for counts in uneven_counts(p):
         for kind in kinds:
-            for inplace in inplace_modes(collective):
-                check_case(collective, name, p, counts, kind=kind,
-                           inplace=inplace)
+            for root in roots(collective, p):
+                for inplace in inplace_modes(collective):
+                    check_case(collective, name, p, counts, root=root,
+                               kind=kind, inplace=inplace)
+
+
+@pytest.mark.parametrize(("name", "p"), ALLTOALLV_CASES)
+def test_alltoallv_ragged_matrices(name, p):
+    """Alltoallv with ragged matrices, zeros included."""
+    for matrix in ragged_matrices(p):
+        check_case("alltoallv", name, p, matrix)
 
 
 

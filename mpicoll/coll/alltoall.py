@@ -1,22 +1,61 @@
-"""Alltoall: rank ``i``'s block ``j`` lands in rank ``j``'s block ``i``.
+"""Alltoall and alltoallv: rank ``i``'s block ``j`` lands in rank ``j``'s block ``i``.
 
 Buffers: ``send`` holds ``p`` blocks of ``count`` elements, block ``j``
 (at ``j * count``) bound for rank ``j``; ``recv`` holds ``p`` blocks, block
-``i`` from rank ``i``. They never alias: an in-place call is staged
-through a copy by the layer above (see :mod:`mpicoll.schedule.layout`).
+``i`` from rank ``i``. Alltoallv takes ``count`` as the ``p`` × ``p``
+matrix, ``count[i][j]`` the elements rank ``i`` sends rank ``j``: rank
+``r``'s ``send`` packs row ``r`` in order, its ``recv`` column ``r``. They
+never alias: an in-place call is staged through a copy by the layer above
+(see :mod:`mpicoll.schedule.layout`). Alltoall is alltoallv with the
+constant matrix: linear and pairwise are one builder each on the two
+packings (:func:`_even`, :func:`_ragged`) of a rank's blocks.
 """
 
 from __future__ import annotations
 
 from mpicoll.coll.registry import register
 from mpicoll.schedule.core import Schedule, ScheduleBuilder, Span
-from mpicoll.topo import floor_pow2
+from mpicoll.topo import block_bounds, floor_pow2
 
 
-def _block(buf: str, j: int, size: int, count: int) -> Span:
-    """Block ``j`` (mod ``size``) of ``buf``."""
-    j %= size
-    return Span(buf, j * count, (j + 1) * count)
+def _block(buf: str, j: int, bounds) -> Span:
+    """Block ``j`` (mod the number of blocks) of ``buf``, packed at ``bounds``."""
+    j %= len(bounds) - 1
+    return Span(buf, bounds[j], bounds[j + 1])
+
+
+def _even(size: int, count: int):
+    """Bounds of a rank's ``send`` and ``recv`` blocks for alltoall."""
+    bounds = block_bounds((count,) * size)
+    return bounds, bounds
+
+
+def _ragged(rank: int, matrix):
+    """Bounds of ``rank``'s ``send`` blocks (its row) and ``recv`` blocks (its
+    column) for alltoallv."""
+    return block_bounds(matrix[rank]), block_bounds(row[rank] for row in matrix)
+
+
+def _linear(rank, size, bounds) -> Schedule:
+    out, into = bounds
+    b = ScheduleBuilder()
+    b.exchange(
+        sends=[((rank + i) % size, _block("send", rank + i, out))
+               for i in range(1, size)],
+        recvs=[((rank - i) % size, _block("recv", rank - i, into))
+               for i in range(1, size)])
+    b.copy(_block("send", rank, out), _block("recv", rank, into))
+    return b.build()
+
+
+def _pairwise(rank, size, bounds) -> Schedule:
+    out, into = bounds
+    b = ScheduleBuilder()
+    for i in range(1, size):
+        b.exchange(sends=[((rank + i) % size, _block("send", rank + i, out))],
+                   recvs=[((rank - i) % size, _block("recv", rank - i, into))])
+    b.copy(_block("send", rank, out), _block("recv", rank, into))
+    return b.build()
 
 
 @register("alltoall", "linear")
@@ -35,14 +74,7 @@ def linear(rank, size, count) -> Schedule:
     Trace, p=4, rank 1: posts sends of blocks 2, 3, 0 to ranks 2, 3, 0 and
     receives from ranks 0, 3, 2 into blocks 0, 3, 2; then copies its block 1.
     """
-    b = ScheduleBuilder()
-    b.exchange(
-        sends=[((rank + i) % size, _block("send", rank + i, size, count))
-               for i in range(1, size)],
-        recvs=[((rank - i) % size, _block("recv", rank - i, size, count))
-               for i in range(1, size)])
-    b.copy(_block("send", rank, size, count), _block("recv", rank, size, count))
-    return b.build()
+    return _linear(rank, size, _even(size, count))
 
 
 @register("alltoall", "pairwise")
@@ -61,12 +93,48 @@ def pairwise(rank, size, count) -> Schedule:
     step 2: block 3 to 3, block 3 from 3; step 3: block 0 to 0, block 2
     from 2.
     """
-    b = ScheduleBuilder()
-    for i in range(1, size):
-        b.exchange(sends=[((rank + i) % size, _block("send", rank + i, size, count))],
-                   recvs=[((rank - i) % size, _block("recv", rank - i, size, count))])
-    b.copy(_block("send", rank, size, count), _block("recv", rank, size, count))
-    return b.build()
+    return _pairwise(rank, size, _even(size, count))
+
+
+@register("alltoallv", "linear")
+def linear_v(rank, size, count) -> Schedule:
+    """All ``p-1`` sends and receives of blocks of any size posted at once.
+
+    :func:`linear` with ``count`` the matrix. Rounds: 1 (then the own block
+    copied). Bytes sent by rank ``r``: its row ``count[r]`` but the
+    diagonal, every block straight from ``send`` into its place in
+    ``recv``; an empty block travels as no message at all. Temp memory:
+    none. Any p and matrix, zeros too. A rank reads only its row (its send
+    counts) and its column (its receive counts), just what MPI's alltoallv
+    gives it; every rank passes the same whole matrix, which the MPI layer
+    assembles. Reference: MPICH
+    ``alltoallv_intra_scattered`` (unbatched); Open MPI ``basic_linear``
+    alltoallv.
+
+    Trace, p=4, rank 1: posts sends of its blocks for ranks 2, 3, 0 and
+    receives from ranks 0, 3, 2 into its blocks from them (offsets the
+    prefix sums of column 1); then copies ``count[1][1]`` elements.
+    """
+    return _linear(rank, size, _ragged(rank, count))
+
+
+@register("alltoallv", "pairwise")
+def pairwise_v(rank, size, count) -> Schedule:
+    """Pairwise exchange of blocks of any size: in step ``i`` to ``r+i``, from ``r-i``.
+
+    :func:`pairwise` with ``count`` the matrix. Rounds: at most ``p-1`` (a
+    step in which both blocks are empty drops out; the own block is copied
+    during the last). Bytes sent by rank ``r``: its row ``count[r]`` but
+    the diagonal, one block per step straight from ``send`` into its place
+    in ``recv``. Temp memory: none. Any p and matrix, zeros too; the matrix
+    as for :func:`linear_v`. Each step lasts as long as its largest block.
+    Reference: Open MPI ``ompi_coll_base_alltoallv_intra_pairwise``.
+
+    Trace, p=4, rank 1: step 1: its block for 2 to rank 2, the block from 0
+    from rank 0; step 2: to and from 3; step 3: to 0, from 2; with
+    ``count[1][2] == count[0][1] == 0`` step 1 drops out.
+    """
+    return _pairwise(rank, size, _ragged(rank, count))
 
 
 def _merge(rows):
@@ -126,8 +194,10 @@ def bruck(rank, size, count) -> Schedule:
     """
     b = ScheduleBuilder()
 
+    bounds, _ = _even(size, count)
+
     def block(buf: str, j: int) -> Span:
-        return _block(buf, j, size, count)
+        return _block(buf, j, bounds)
 
     def home(i: int) -> Span:
         return block("recv", rank - i)

@@ -1,9 +1,13 @@
-"""Gather: every rank's ``send`` into block ``i`` of the root's ``recv``.
+"""Gather and gatherv: every rank's ``send`` into block ``i`` of the root's ``recv``.
 
 Buffers: every rank's ``send`` holds ``count`` elements; the root's ``recv``
 gets ``count * p``, rank ``i``'s block at ``i * count`` (``recv`` is empty
-off the root). An in-place call at the root aliases its ``send`` to its own
-block of ``recv``, so the copy of that block drops out.
+off the root). Gatherv takes ``count`` as the per-rank tuple: rank ``i``
+sends ``count[i]`` elements, packed in rank order at the root (its block
+starts at ``sum(count[:i])``). An in-place call at the root aliases its
+``send`` to its own block of ``recv``, so the copy of that block drops out.
+Gather is gatherv with ``(count,) * p``: each algorithm is one builder on
+per-rank counts with a wrapper for either collective.
 
 Also holds :func:`binomial_gather_steps`, the second half of Rabenseifner's
 reduce (:mod:`mpicoll.coll.reduce`).
@@ -56,6 +60,36 @@ def binomial_gather_steps(b: ScheduleBuilder, rank: int, size: int, root: int,
         b.exchange(sends=[(peer, s) for s in subtree_spans(data, bounds, root, vrank)])
 
 
+def _linear(rank, size, counts, root) -> Schedule:
+    b = ScheduleBuilder()
+    mine = Span("send", 0, counts[rank])
+    if rank != root:
+        b.exchange(sends=[(root, mine)])
+        return b.build()
+    bounds = block_bounds(counts)
+    peers = [(root + v) % size for v in range(1, size)]
+    b.exchange(recvs=[(r, Span("recv", bounds[r], bounds[r + 1])) for r in peers])
+    b.copy(mine, Span("recv", bounds[root], bounds[root + 1]))
+    return b.build()
+
+
+def _binomial(rank, size, counts, root) -> Schedule:
+    b = ScheduleBuilder()
+    bounds = block_bounds(counts)
+    mine = Span("send", 0, counts[rank])
+    if rank == root:
+        data = Span("recv", 0, bounds[size])
+    else:
+        data = subtree_window(b, rank, size, root, counts, mine)
+    own = data.sub(bounds[rank], bounds[rank + 1])
+    if rank != root:
+        b.copy(mine, own)  # before it goes up (a leaf's own is mine: no copy)
+    binomial_gather_steps(b, rank, size, root, counts, data)
+    if rank == root:
+        b.copy(mine, own)  # after the receives, in their round
+    return b.build()
+
+
 @register("gather", "linear")
 def linear(rank, size, count, *, root) -> Schedule:
     """Every rank sends its block to the root, which receives them all at once.
@@ -69,15 +103,7 @@ def linear(rank, size, count, *, root) -> Schedule:
     Trace, p=4, root 0: round 1: 1, 2 and 3 send their blocks to 0, which
     then copies block 0 from its ``send``.
     """
-    b = ScheduleBuilder()
-    mine = Span("send", 0, count)
-    if rank != root:
-        b.exchange(sends=[(root, mine)])
-        return b.build()
-    peers = [(root + v) % size for v in range(1, size)]
-    b.exchange(recvs=[(r, Span("recv", r * count, (r + 1) * count)) for r in peers])
-    b.copy(mine, Span("recv", root * count, (root + 1) * count))
-    return b.build()
+    return _linear(rank, size, (count,) * size, root)
 
 
 @register("gather", "binomial")
@@ -104,16 +130,50 @@ def binomial(rank, size, count, *, root) -> Schedule:
     block 3 to 2 and 1 sends block 1 to 0; round 2: 2 sends blocks 2,3 to 0,
     which then copies block 0 from its ``send``.
     """
-    b = ScheduleBuilder()
-    mine = Span("send", 0, count)
-    if rank == root:
-        data = Span("recv", 0, size * count)
-    else:
-        data = subtree_window(b, rank, size, root, count, mine)
-    own = data.sub(rank * count, (rank + 1) * count)
-    if rank != root:
-        b.copy(mine, own)  # before it goes up (a leaf's own is mine: no copy)
-    binomial_gather_steps(b, rank, size, root, (count,) * size, data)
-    if rank == root:
-        b.copy(mine, own)  # after the receives, in their round
-    return b.build()
+    return _binomial(rank, size, (count,) * size, root)
+
+
+@register("gatherv", "linear")
+def linear_v(rank, size, count, *, root) -> Schedule:
+    """Every rank sends its block, of any size, to the root, all in one round.
+
+    :func:`linear` with ``count`` the per-rank tuple. Rounds: 1 (an empty
+    block travels as no message at all). Bytes sent: ``count[r]`` by rank
+    ``r``; the root receives every block but its own. Temp memory: none.
+    Any size, counts (zeros too) and root; in place at the root. A non-root
+    only uses its own count, the root all of them: just what MPI's gatherv
+    gives each. Reference: MPICH ``gatherv_allcomm_linear``; Open MPI's
+    ``basic_linear`` gatherv.
+
+    Trace, p=4, root 0, counts (2, 0, 1, 3): round 1: 2 sends its 1
+    element and 3 its 3 to 0 (1 sends nothing), which receives them at
+    offsets 2 and 3, then copies its 2 elements to offset 0.
+    """
+    return _linear(rank, size, count, root)
+
+
+@register("gatherv", "binomial")
+def binomial_v(rank, size, count, *, root) -> Schedule:
+    """Binomial-tree gather of blocks of any size: ``ceil(log2 p)`` steps.
+
+    :func:`binomial` with ``count`` the per-rank tuple: subtrees travel as
+    their blocks' packed range (two when they wrap past the last rank), an
+    empty one as no message at all. Every rank needs the whole tuple (a
+    non-root sizes its scratch and its messages by its subtree's counts),
+    where MPI's gatherv gives a non-root only its own count: the MPI layer
+    exchanges the counts first, and every rank passes the same tuple.
+    Rounds: as :func:`binomial`, at most 2 with messages per rank,
+    ``ceil(log2 p)`` along the deepest path. Bytes sent: its subtree's
+    blocks per non-root; the root receives every block but its own. Temp
+    memory: none on the root and on leaves, the sum of its subtree's counts
+    on inner ranks. Any size, counts (zeros too) and root; in place at the
+    root. Reference: the binomial gather of Thakur, Rabenseifner & Gropp
+    2005 on uneven blocks (MPICH's and Open MPI's basic gatherv are linear,
+    having the counts at the root only).
+
+    Trace, p=4, root 0, counts (2, 0, 1, 3): 2 copies its 1 element into
+    scratch; round 1: 3 sends its 3 elements to 2 (1 sends nothing); round
+    2: 2 sends 4 elements (blocks 2,3) to 0, which then copies block 0 from
+    its ``send``.
+    """
+    return _binomial(rank, size, count, root)

@@ -9,8 +9,10 @@ Builders are pure functions ``build(rank, size, count, **params)``
 returning a :class:`~mpicoll.schedule.core.Schedule`. Rooted collectives'
 builders also get ``root=``; reducing collectives' builders get
 ``commutative=`` (an order-keeping schedule may differ from the fastest
-one); reduce-scatter and allgatherv builders get the per-rank ``counts`` tuple as
-``count``. Schedules are cached per argument tuple.
+one); reduce-scatter, allgatherv, gatherv and scatterv builders get the
+per-rank ``counts`` tuple as ``count``, alltoallv builders the whole matrix
+as a tuple of tuples (:mod:`mpicoll.schedule.layout`). Schedules are cached
+per argument tuple.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from typing import Callable
 from collections.abc import Mapping
 
 from mpicoll.schedule.core import Schedule
-from mpicoll.schedule.layout import COLLECTIVES, block_counts
+from mpicoll.schedule.layout import COLLECTIVES, PER_RANK_COUNTS, block_counts
 
-ROOTED = ("reduce", "bcast", "gather", "scatter")
+ROOTED = ("reduce", "bcast", "gather", "scatter", "gatherv", "scatterv")
 REDUCING = ("allreduce", "reduce", "reduce_scatter_block", "reduce_scatter",
             "scan", "exscan")
 
@@ -57,9 +59,10 @@ class Algorithm:
                  commutative: bool = True, **params) -> Schedule:
         """The (cached) schedule of ``rank``; ``params`` override defaults."""
         merged = tuple(sorted({**self.params, **params}.items()))
-        if self.collective in ("reduce_scatter", "reduce_scatter_block",
-                               "allgatherv"):
+        if self.collective in (*PER_RANK_COUNTS, "reduce_scatter_block"):
             count = block_counts(self.collective, size, count)
+        elif self.collective == "alltoallv":
+            count = tuple(map(tuple, count))
         return _build(self, rank, size, count, root, commutative, merged)
 
 

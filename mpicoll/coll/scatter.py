@@ -1,9 +1,13 @@
-"""Scatter: block ``i`` of the root's ``send`` into rank ``i``'s ``recv``.
+"""Scatter and scatterv: block ``i`` of the root's ``send`` into rank ``i``'s ``recv``.
 
 Buffers: the root's ``send`` holds ``count * p`` elements, block ``i`` at
 ``i * count``; every rank's ``recv`` gets ``count`` (``send`` is empty off
-the root). An in-place call at the root makes its ``recv`` a view of its
-own block of ``send``, so the copy of that block drops out.
+the root). Scatterv takes ``count`` as the per-rank tuple: rank ``i`` gets
+``count[i]`` elements, packed in rank order at the root (its block starts
+at ``sum(count[:i])``). An in-place call at the root makes its ``recv`` a
+view of its own block of ``send``, so the copy of that block drops out.
+Scatter is scatterv with ``(count,) * p``: each algorithm is one builder on
+per-rank counts with a wrapper for either collective.
 
 Also holds the components other collectives build on:
 :func:`binomial_scatter_steps` is the first half of van de Geijn's broadcast
@@ -66,17 +70,22 @@ class Window(NamedTuple):
 
 
 def subtree_window(b: ScheduleBuilder, rank: int, size: int, root: int,
-                   count: int, own: Span) -> Window:
-    """The ``data`` a non-root passes the binomial components, blocks of ``count``.
+                   counts, own: Span) -> Window:
+    """The ``data`` a non-root passes the binomial components, blocks of ``counts``.
 
     A leaf's subtree is its own block, so its window is ``own`` (where its
     block is read or lands); an inner rank gets new scratch for its
-    subtree's blocks, ``count`` times the subtree's size (at most ``p/2``).
+    subtree's blocks, the sum of their counts (with even counts, ``count``
+    times the subtree's size, at most ``p/2``).
     """
+    bounds = block_bounds(counts)
     vrank = (rank - root) % size
-    blocks = _subtree_end(vrank, size) - vrank
-    store = own if blocks == 1 else b.alloc(blocks * count)
-    return Window(store, rank * count, size * count)
+    end = _subtree_end(vrank, size)
+    if end - vrank == 1:
+        store = own
+    else:
+        store = b.alloc(sum(counts[(v + root) % size] for v in range(vrank, end)))
+    return Window(store, bounds[rank], bounds[size])
 
 
 def binomial_scatter_steps(b: ScheduleBuilder, rank: int, size: int, root: int,
@@ -111,6 +120,32 @@ def binomial_scatter_steps(b: ScheduleBuilder, rank: int, size: int, root: int,
     ])
 
 
+def _linear(rank, size, counts, root) -> Schedule:
+    b = ScheduleBuilder()
+    mine = Span("recv", 0, counts[rank])
+    if rank != root:
+        b.exchange(recvs=[(root, mine)])
+        return b.build()
+    bounds = block_bounds(counts)
+    peers = [(root + v) % size for v in range(1, size)]
+    b.exchange(sends=[(r, Span("send", bounds[r], bounds[r + 1])) for r in peers])
+    b.copy(Span("send", bounds[root], bounds[root + 1]), mine)
+    return b.build()
+
+
+def _binomial(rank, size, counts, root) -> Schedule:
+    b = ScheduleBuilder()
+    bounds = block_bounds(counts)
+    mine = Span("recv", 0, counts[rank])
+    if rank == root:
+        data = Span("send", 0, bounds[size])
+    else:
+        data = subtree_window(b, rank, size, root, counts, mine)
+    binomial_scatter_steps(b, rank, size, root, counts, data)
+    b.copy(data.sub(bounds[rank], bounds[rank + 1]), mine)
+    return b.build()
+
+
 @register("scatter", "linear")
 def linear(rank, size, count, *, root) -> Schedule:
     """The root sends every rank its block at once.
@@ -123,15 +158,7 @@ def linear(rank, size, count, *, root) -> Schedule:
     Trace, p=4, root 0: round 1: 0 sends block 1 to 1, block 2 to 2 and
     block 3 to 3, then copies block 0 into its ``recv``.
     """
-    b = ScheduleBuilder()
-    mine = Span("recv", 0, count)
-    if rank != root:
-        b.exchange(recvs=[(root, mine)])
-        return b.build()
-    peers = [(root + v) % size for v in range(1, size)]
-    b.exchange(sends=[(r, Span("send", r * count, (r + 1) * count)) for r in peers])
-    b.copy(Span("send", root * count, (root + 1) * count), mine)
-    return b.build()
+    return _linear(rank, size, (count,) * size, root)
 
 
 @register("scatter", "binomial")
@@ -156,12 +183,49 @@ def binomial(rank, size, count, *, root) -> Schedule:
     Trace, p=4, root 0: round 1: 0 sends blocks 2,3 to 2 and block 1 to 1;
     round 2: 2 sends block 3 to 3 and copies block 2 into its ``recv``.
     """
-    b = ScheduleBuilder()
-    mine = Span("recv", 0, count)
-    if rank == root:
-        data = Span("send", 0, size * count)
-    else:
-        data = subtree_window(b, rank, size, root, count, mine)
-    binomial_scatter_steps(b, rank, size, root, (count,) * size, data)
-    b.copy(data.sub(rank * count, (rank + 1) * count), mine)
-    return b.build()
+    return _binomial(rank, size, (count,) * size, root)
+
+
+@register("scatterv", "linear")
+def linear_v(rank, size, count, *, root) -> Schedule:
+    """The root sends every rank its block, of any size, at once.
+
+    :func:`linear` with ``count`` the per-rank tuple. Rounds: 1 (an empty
+    block travels as no message at all). Bytes sent: every block but its
+    own by the root, none elsewhere. Temp memory: none. Any size, counts
+    (zeros too) and root; in place at the root. A non-root only uses its
+    own count, the root all of them: just what MPI's scatterv gives each.
+    Reference: MPICH ``scatterv_allcomm_linear``; Open MPI's
+    ``basic_linear`` scatterv.
+
+    Trace, p=4, root 0, counts (2, 0, 1, 3): round 1: 0 sends the element
+    at offset 2 to 2 and the 3 at offset 3 to 3 (nothing to 1), then copies
+    its first 2 elements into its ``recv``.
+    """
+    return _linear(rank, size, count, root)
+
+
+@register("scatterv", "binomial")
+def binomial_v(rank, size, count, *, root) -> Schedule:
+    """Binomial-tree scatter of blocks of any size: ``ceil(log2 p)`` steps.
+
+    :func:`binomial` with ``count`` the per-rank tuple: subtrees travel as
+    their blocks' packed range (two when they wrap past the last rank), an
+    empty one as no message at all. Every rank needs the whole tuple (a
+    non-root sizes its scratch and its messages by its subtree's counts),
+    where MPI's scatterv gives a non-root only its own count: the MPI layer
+    exchanges the counts first, and every rank passes the same tuple.
+    Rounds: as :func:`binomial`, at most 2 per rank, ``ceil(log2 p)`` along
+    the deepest path. Bytes sent: every block but its own by the root, its
+    subtree's blocks but its own by an inner rank. Temp memory: none on the
+    root and on leaves, the sum of its subtree's counts on inner ranks. Any
+    size, counts (zeros too) and root; in place at the root. Reference: the
+    binomial scatter of Thakur, Rabenseifner & Gropp 2005 on uneven blocks
+    (MPICH's and Open MPI's basic scatterv are linear, having the counts at
+    the root only).
+
+    Trace, p=4, root 0, counts (2, 0, 1, 3): round 1: 0 sends 4 elements
+    (blocks 2,3) to 2 (nothing to 1); round 2: 2 sends its last 3 to 3 and
+    copies its first 1 into its ``recv``.
+    """
+    return _binomial(rank, size, count, root)
