@@ -403,7 +403,7 @@ class Comm(PointToPoint):
         return send, recv, count
 
     def _gathering(self, c, send, recv, count, root, algorithm, owners,
-                   async_op, *, inplace, memo=None):
+                   async_op, *, inplace, memo=None, finish=None):
         """Launch allgather, gather or allgatherv (``count``: the per-rank
         tuple) on parsed buffers."""
         def native(nonblocking):
@@ -418,7 +418,7 @@ class Comm(PointToPoint):
 
         return self._launch(c, algorithm, send=send, recv=recv, count=count,
                             op=None, root=root, native=native, owners=owners,
-                            async_op=async_op, memo=memo)
+                            async_op=async_op, memo=memo, finish=finish)
 
     def Allgatherv(self, sendbuf, recvbuf, *, algorithm="auto"):
         memo = (("Allgatherv", algorithm, id(sendbuf), id(recvbuf)),
@@ -605,7 +605,13 @@ class Comm(PointToPoint):
             sspec, scounts = self._vector_spec(sendbuf, c, "sendbuf")
             send = self._vector_buffer(sspec, scounts, c, "sendbuf")
             self._same_type(send, recv, c)
-        rows, _ = self._agree((scounts, rcounts))
+        return self._alltoallv(send, recv, scounts, rcounts, algorithm,
+                               (*_owners(sspec, rspec), send), async_op)
+
+    def _alltoallv(self, send, recv, scounts, rcounts, algorithm, owners,
+                   async_op):
+        c = "alltoallv"
+        rows, _ = self._agree((tuple(scounts), tuple(rcounts)))
         matrix = tuple(tuple(sc) for sc, _ in rows)
         self._disagree(c, [
             f"rank {i} sends {matrix[i][j]} to rank {j}, which expects "
@@ -618,8 +624,7 @@ class Comm(PointToPoint):
                 [send, list(scounts)], [recv, list(rcounts)])
 
         return self._launch(c, algorithm, send=send, recv=recv, count=matrix,
-                            op=None, root=0, native=native,
-                            owners=(*_owners(sspec, rspec), send),
+                            op=None, root=0, native=native, owners=owners,
                             async_op=async_op)
 
     def Scatter(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
@@ -877,9 +882,14 @@ class Comm(PointToPoint):
                            async_op, memo)
 
     def all_gather(self, out, x, *, algorithm="auto", async_op=False):
-        """Concatenate every rank's ``x`` into ``out`` (``size * x.size``
-        elements in rank order, any shape); ``x`` may be ``out``'s own
-        block (in place)."""
+        """Every rank's ``x`` into ``out``, in rank order.
+
+        ``out`` is one array of ``size * x.size`` elements (any shape; ``x``
+        may be ``out``'s own block, in place), or a list of ``size`` arrays,
+        one per rank, whose sizes may differ (``out[rank]`` the size of
+        ``x``): then an allgatherv, staged through one flat buffer."""
+        if isinstance(out, (list, tuple)):
+            return self._all_gather_list(out, x, algorithm, async_op)
         memo = None if async_op else (
             ("all_gather", algorithm, id(out), id(x)), (out, x))
         if memo and self._replayed(*memo):
@@ -893,6 +903,35 @@ class Comm(PointToPoint):
         return self._gathering(c, block if inplace else send, recv,
                                send.size, 0, algorithm, (out, x), async_op,
                                inplace=inplace, memo=memo)
+
+    def _all_gather_list(self, outs, x, algorithm, async_op):
+        c = "allgatherv"
+        send = self._array(x, c, "x", writable=False)
+        if len(outs) != self.size:
+            raise BufferSpecError(f"out must list {self.size} arrays, got "
+                                  f"{len(outs)}", **self._where(c))
+        flats = [self._array(o, c, f"out[{q}]") for q, o in enumerate(outs)]
+        if any(f.dtype != send.dtype for f in flats) or \
+                flats[self.rank].size != send.size:
+            raise BufferSpecError(
+                f"out[{self.rank}] must match x ({send.size} elements of "
+                f"{send.dtype}), and every out[i] be of that dtype",
+                **self._where(c))
+        counts = tuple(f.size for f in flats)
+        rows, _ = self._agree(counts)
+        self._disagree(c, [f"rank {q} lists sizes {list(row)}, rank "
+                           f"{self.rank} {list(counts)}"
+                           for q, row in enumerate(rows) if row != counts])
+        staging = np.empty(sum(counts), send.dtype)
+        bounds = np.cumsum((0, *counts))
+
+        def finish():
+            for q, f in enumerate(flats):
+                f[...] = staging[bounds[q]:bounds[q + 1]]
+
+        return self._gathering(c, send, staging, counts, 0, algorithm,
+                               (*outs, x, staging), async_op, inplace=False,
+                               finish=finish)
 
     def gather(self, out, x, root=0, *, algorithm="auto", async_op=False):
         """Concatenate every rank's ``x`` into root's ``out`` (``size *
@@ -934,26 +973,56 @@ class Comm(PointToPoint):
                             count=recv.size, op=None, root=root,
                             native=native, owners=owners, async_op=async_op)
 
-    def all_to_all(self, out, x, *, algorithm="auto", async_op=False):
-        """Block ``j`` of ``x`` goes to rank ``j``; block ``i`` of ``out``
-        comes from rank ``i`` (``x`` and ``out``: ``size`` equal blocks)."""
+    def all_to_all(self, out, x, out_splits=None, in_splits=None, *,
+                   algorithm="auto", async_op=False):
+        """Like torch's ``all_to_all_single``: ``x`` is cut into ``size``
+        blocks, block ``j`` going to rank ``j``; ``out`` receives block
+        ``i`` from rank ``i``. Without splits the blocks are equal; with
+        ``in_splits`` / ``out_splits`` (elements per rank, summing to
+        ``x.size`` / ``out.size``; a missing one means equal blocks) it is
+        an alltoallv, whose counts are checked across ranks."""
         c = "alltoall"
         send = self._array(x, c, "x", writable=False)
         recv = self._array(out, c, "out")
-        if recv.dtype != send.dtype or recv.size != send.size or \
-                send.size % self.size:
+        if recv.dtype != send.dtype:
+            raise BufferSpecError(f"x is {send.dtype} but out is "
+                                  f"{recv.dtype}", **self._where(c))
+        if out_splits is None and in_splits is None:
+            if recv.size != send.size or send.size % self.size:
+                raise BufferSpecError(
+                    f"x and out must be {self.size} equal blocks, got "
+                    f"{send.size} and {recv.size} elements",
+                    **self._where(c))
+
+            def native(nonblocking):
+                return self._mpi("Alltoall", nonblocking)(send, recv)
+
+            return self._launch(c, algorithm, send=send, recv=recv,
+                                count=send.size // self.size, op=None,
+                                root=0, native=native, owners=(out, x),
+                                async_op=async_op)
+        scounts = self._splits(in_splits, send, "in_splits")
+        rcounts = self._splits(out_splits, recv, "out_splits")
+        return self._alltoallv(send, recv, scounts, rcounts, algorithm,
+                               (out, x), async_op)
+
+    def _splits(self, splits, buf, what) -> tuple[int, ...]:
+        """Per-rank element counts of ``buf``, checked; None: equal."""
+        c = "alltoallv"
+        if splits is None:
+            if buf.size % self.size:
+                raise BufferSpecError(
+                    f"{buf.size} elements do not split into {self.size} "
+                    f"equal blocks; pass {what}", **self._where(c))
+            return (buf.size // self.size,) * self.size
+        counts = tuple(int(n) for n in splits)
+        if len(counts) != self.size or min(counts) < 0 or \
+                sum(counts) != buf.size:
             raise BufferSpecError(
-                f"x and out must be {self.size} equal blocks of one dtype, "
-                f"got {send.size} {send.dtype} and {recv.size} {recv.dtype}",
+                f"{what} {list(splits)} must be {self.size} non-negative "
+                f"counts summing to the buffer's {buf.size} elements",
                 **self._where(c))
-
-        def native(nonblocking):
-            return self._mpi("Alltoall", nonblocking)(send, recv)
-
-        return self._launch(c, algorithm, send=send, recv=recv,
-                            count=send.size // self.size, op=None, root=0,
-                            native=native, owners=(out, x),
-                            async_op=async_op)
+        return counts
 
     def scan(self, x, op="sum", *, algorithm="auto", async_op=False):
         """Inclusive prefix reduction in place: rank r gets x0 op ... op xr."""

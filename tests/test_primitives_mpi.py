@@ -371,3 +371,36 @@ def test_v_counts_that_disagree_fail_on_every_rank(comm):
     rcounts[0] = 2 if r == p - 1 else 1  # p-1 expects 2 from rank 0
     with pytest.raises(errors.InvalidArgumentError, match="which expects 2"):
         comm.Alltoallv([np.ones(p), scounts], [np.zeros(p + 1), rcounts])
+
+
+@pytest.mark.parametrize("algorithm", mpicoll.algorithms("alltoallv"))
+def test_all_to_all_with_splits(comm, algorithm):
+    """torch's all_to_all_single: rank r sends (r + j) % 3 elements to j."""
+    p, r = comm.size, comm.rank
+    in_splits = [(r + j) % 3 for j in range(p)]
+    out_splits = [(i + r) % 3 for i in range(p)]
+    x = np.concatenate([np.full(n, 100 * r + j) for j, n in
+                        enumerate(in_splits)]).astype(np.int64)
+    out = np.zeros(sum(out_splits), np.int64)
+    comm.all_to_all(out, x, out_splits, in_splits, algorithm=algorithm)
+    want = np.concatenate([np.full(n, 100 * i + r) for i, n in
+                           enumerate(out_splits)])
+    assert np.array_equal(out, want)
+    with pytest.raises(errors.BufferSpecError, match="summing"):
+        comm.all_to_all(out, x, out_splits, [x.size + 1] + [0] * (p - 1))
+
+
+@pytest.mark.parametrize("algorithm", mpicoll.algorithms("allgatherv"))
+def test_all_gather_into_uneven_list(comm, algorithm):
+    p, r = comm.size, comm.rank
+    outs = [np.zeros((q % 3, 2)) for q in range(p)]  # rank q gives q%3 rows
+    x = np.full((r % 3, 2), float(r))
+    work = comm.all_gather(outs, x, algorithm=algorithm, async_op=True)
+    work.wait(timeout=60)
+    for q, o in enumerate(outs):
+        assert np.all(o == q) and o.shape == (q % 3, 2)
+    bad = [np.zeros(1) for _ in range(p)]
+    bad[r] = np.zeros(2)  # each rank claims a different size for itself
+    if p > 1:
+        with pytest.raises(errors.InvalidArgumentError, match="disagree"):
+            comm.all_gather(bad, np.zeros(2))
