@@ -24,7 +24,7 @@ from functools import partial
 import numpy as np
 from mpi4py import MPI
 
-from mpicoll.buffers import as_buffer
+from mpicoll.buffers import as_buffer, vector_buffer
 from mpicoll.coll.registry import REDUCING
 from mpicoll.context import context_of, forget
 from mpicoll.errors import BufferSpecError, InvalidArgumentError, OpTypeError
@@ -433,13 +433,17 @@ class Comm(PointToPoint):
                          memo=None):
         """``recvbuf`` is ``[buf, counts]``, ``[buf, counts, TYPE]``,
         ``[buf, (counts, displs), TYPE]`` or ``[buf, counts, displs, TYPE]``
-        as in mpi4py; displacements, if given, must be the packed ones
-        (each block right after the previous)."""
+        as in mpi4py. Unpacked displacements are staged through a packed
+        copy (:class:`~mpicoll.buffers.VectorBuffer`), and such calls are
+        not replayed."""
         c = "allgatherv"
-        rspec, counts = self._vector_spec(recvbuf, c)
-        recv = self._vector_buffer(rspec, counts, c, "recvbuf", True)
+        v, rspec = self._vector(recvbuf, c, "recvbuf", receiving=True)
+        counts, recv = v.counts, v.array
+        if v.staged:
+            memo = None
         if sendbuf is IN_PLACE:
             send = inplace_send(c, recv, self.rank, self.size, counts)
+            v.pack([self.rank])
         else:
             send = self._buffer(sendbuf, c, "sendbuf")
             self._same_type(send, recv, c)
@@ -448,11 +452,13 @@ class Comm(PointToPoint):
                     f"sendbuf holds {send.size} elements, recvcounts says "
                     f"{counts[self.rank]}", **self._where(c))
         return self._gathering(c, send, recv, counts, 0, algorithm,
-                               _owners(sendbuf, rspec), async_op,
-                               inplace=sendbuf is IN_PLACE, memo=memo)
+                               (*_owners(sendbuf, rspec), recv), async_op,
+                               inplace=sendbuf is IN_PLACE, memo=memo,
+                               finish=v.unpack if v.staged else None)
 
-    def _vector_spec(self, spec, collective, what="recvbuf"):
-        """``(buffer spec, counts)`` from an mpi4py vector specification."""
+    def _vector_spec(self, spec, collective, what):
+        """``(buffer spec, counts, displs or None)`` from an mpi4py vector
+        specification."""
         where = self._where(collective)
         if not isinstance(spec, (list, tuple)) or len(spec) < 2:
             raise BufferSpecError(f"{what} must be [buf, counts(, displs)"
@@ -467,19 +473,16 @@ class Comm(PointToPoint):
             raise InvalidArgumentError(
                 f"counts must hold {self.size} non-negative counts, got "
                 f"{list(rest[0])}", **where)
-        if len(rest) == 2 and rest[1] is not None:
-            packed = tuple(np.cumsum((0, *counts[:-1])))
-            if tuple(int(d) for d in rest[1]) != packed:
-                raise InvalidArgumentError(
-                    f"displacements {list(rest[1])} are not the packed "
-                    f"ones {list(packed)}; only packed layouts are "
-                    "supported", **where)
-        return [buf, *dtype], counts
+        displs = rest[1] if len(rest) == 2 else None
+        return [buf, *dtype], counts, displs
 
-    def _vector_buffer(self, spec, counts, collective, what,
-                       writable=False):
-        buf = self._buffer(spec, collective, what, writable)
-        return self._need(buf, sum(counts), collective, what)
+    def _vector(self, spec, collective, what, *, receiving):
+        """``(VectorBuffer, buffer spec)`` of a vector specification."""
+        buf_spec, counts, displs = self._vector_spec(spec, collective, what)
+        flat = self._buffer(buf_spec, collective, what, writable=receiving)
+        return vector_buffer(flat, counts, displs, receiving=receiving,
+                             what=what, where=self._where(collective)), \
+            buf_spec
 
     def _agree(self, mine, theirs_from=None, root=0):
         """Every rank's ``mine`` and, from ``root``, ``theirs_from``: one
@@ -504,22 +507,25 @@ class Comm(PointToPoint):
 
     def _call_gatherv(self, sendbuf, recvbuf, root, algorithm, async_op):
         """Gather blocks of per-rank sizes into the root's ``recvbuf``, a
-        vector specification with packed displacements. Every call checks,
+        vector specification (unpacked displacements are staged, as in
+        :meth:`Allgatherv`). Every call checks,
         in one small allgather, that each rank sends what the root's
         ``recvcounts`` expects; that is also how every rank learns the
         counts the binomial algorithm needs."""
         c = "gatherv"
         root = self._root(root, c)
-        counts = None
+        counts = finish = None
         if self.rank == root:
-            rspec, counts = self._vector_spec(recvbuf, c)
-            recv = self._vector_buffer(rspec, counts, c, "recvbuf", True)
+            v, rspec = self._vector(recvbuf, c, "recvbuf", receiving=True)
+            counts, recv = v.counts, v.array
             if sendbuf is IN_PLACE:
                 send = inplace_send(c, recv, self.rank, self.size, counts)
+                v.pack([self.rank])
             else:
                 send = self._buffer(sendbuf, c, "sendbuf")
                 self._same_type(send, recv, c)
-            owners = _owners(sendbuf, rspec)
+            owners = (*_owners(sendbuf, rspec), recv)
+            finish = v.unpack if v.staged else None
         else:
             self._not_in_place(sendbuf, c, "sendbuf")
             send = self._buffer(sendbuf, c, "sendbuf")
@@ -537,7 +543,7 @@ class Comm(PointToPoint):
 
         return self._launch(c, algorithm, send=send, recv=recv, count=counts,
                             op=None, root=root, native=native, owners=owners,
-                            async_op=async_op)
+                            async_op=async_op, finish=finish)
 
     def Scatterv(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
         self._call_scatterv(sendbuf, recvbuf, root, algorithm, False)
@@ -548,21 +554,23 @@ class Comm(PointToPoint):
 
     def _call_scatterv(self, sendbuf, recvbuf, root, algorithm, async_op):
         """Scatter blocks of per-rank sizes from the root's ``sendbuf``, a
-        vector specification with packed displacements; counts are
-        checked across ranks as in :meth:`Gatherv`."""
+        vector specification (unpacked displacements are staged); counts
+        are checked across ranks as in :meth:`Gatherv`."""
         c = "scatterv"
         root = self._root(root, c)
         counts = None
         inplace = recvbuf is IN_PLACE
         if self.rank == root:
-            sspec, counts = self._vector_spec(sendbuf, c, "sendbuf")
-            send = self._vector_buffer(sspec, counts, c, "sendbuf")
-            if inplace:
-                recv = send[sum(counts[:root]):sum(counts[:root + 1])]
+            v, sspec = self._vector(sendbuf, c, "sendbuf", receiving=False)
+            v.pack()
+            counts, send = v.counts, v.array
+            if inplace:  # the root's block stays where it is
+                start = v.displs[root]
+                recv = v.flat[start:start + counts[root]]
             else:
                 recv = self._buffer(recvbuf, c, "recvbuf", writable=True)
                 self._same_type(send, recv, c)
-            owners = _owners(sspec, recvbuf)
+            owners = (*_owners(sspec, recvbuf), send)
         else:
             self._not_in_place(recvbuf, c, "recvbuf")
             recv = self._buffer(recvbuf, c, "recvbuf", writable=True)
@@ -591,25 +599,31 @@ class Comm(PointToPoint):
 
     def _call_alltoallv(self, sendbuf, recvbuf, algorithm, async_op):
         """Blocks of any sizes between every pair: both buffers are vector
-        specifications with packed displacements. One small allgather of
+        specifications (unpacked displacements are staged). One small
+        allgather of
         every rank's send and receive counts builds the whole count matrix
         the schedules are keyed by, and checks that what ``i`` sends to
         ``j`` is what ``j`` expects from ``i``. In place, the input is
         copied out of ``recvbuf`` first, with the receive counts."""
         c = "alltoallv"
-        rspec, rcounts = self._vector_spec(recvbuf, c)
-        recv = self._vector_buffer(rspec, rcounts, c, "recvbuf", True)
+        rv, rspec = self._vector(recvbuf, c, "recvbuf", receiving=True)
         if sendbuf is IN_PLACE:
-            send, scounts, sspec = recv.copy(), rcounts, None
+            rv.pack()
+            sv, sspec = rv, None
+            send = rv.array.copy()
         else:
-            sspec, scounts = self._vector_spec(sendbuf, c, "sendbuf")
-            send = self._vector_buffer(sspec, scounts, c, "sendbuf")
-            self._same_type(send, recv, c)
-        return self._alltoallv(send, recv, scounts, rcounts, algorithm,
-                               (*_owners(sspec, rspec), send), async_op)
+            sv, sspec = self._vector(sendbuf, c, "sendbuf", receiving=False)
+            sv.pack()
+            send = sv.array
+            self._same_type(send, rv.array, c)
+        return self._alltoallv(send, rv.array, sv.counts, rv.counts,
+                               algorithm,
+                               (*_owners(sspec, rspec), send, rv.array),
+                               async_op,
+                               finish=rv.unpack if rv.staged else None)
 
     def _alltoallv(self, send, recv, scounts, rcounts, algorithm, owners,
-                   async_op):
+                   async_op, finish=None):
         c = "alltoallv"
         rows, _ = self._agree((tuple(scounts), tuple(rcounts)))
         matrix = tuple(tuple(sc) for sc, _ in rows)
@@ -625,7 +639,7 @@ class Comm(PointToPoint):
 
         return self._launch(c, algorithm, send=send, recv=recv, count=matrix,
                             op=None, root=0, native=native, owners=owners,
-                            async_op=async_op)
+                            async_op=async_op, finish=finish)
 
     def Scatter(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
         memo = (("Scatter", algorithm, id(sendbuf), id(recvbuf), id(root)),

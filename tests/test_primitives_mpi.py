@@ -86,12 +86,68 @@ def test_allgatherv(comm, algorithm, inplace):
             assert np.array_equal(got, expected), (count, spec)
 
 
-def test_allgatherv_refuses_unpacked_displacements(comm):
-    counts = [1] * comm.size
-    displs = [2 * q + 1 for q in range(comm.size)]
-    with pytest.raises(errors.InvalidArgumentError, match="packed"):
-        comm.Allgatherv(np.ones(1), [np.zeros(2 * comm.size + 1), counts,
-                                     displs, MPI.DOUBLE])
+@pytest.mark.parametrize("algorithm", ["native", "ring", "linear",
+                                       "binomial", "pairwise"])
+def test_unpacked_displacements(comm, algorithm):
+    """Blocks in reverse order with gaps: staged through a packed copy,
+    results where the displacements say, gaps untouched."""
+    p, r = comm.size, comm.rank
+    counts = [q % 3 + 1 for q in range(p)]
+    displs = [sum(counts[q + 1:]) + 2 * (p - 1 - q) for q in range(p)]
+    span = max(d + n for d, n in zip(displs, counts))
+
+    def laid_out(blocks):
+        out = np.full(span, -1.0)
+        for q in range(p):
+            out[displs[q]:displs[q] + counts[q]] = blocks[q]
+        return out
+
+    blocks = [np.full(counts[q], float(q)) for q in range(p)]
+
+    def spec_of(buf):
+        return [buf, (counts, displs), MPI.DOUBLE]
+
+    if algorithm in mpicoll.algorithms("allgatherv"):
+        got = np.full(span, -1.0)
+        comm.Allgatherv(blocks[r], spec_of(got), algorithm=algorithm)
+        assert np.array_equal(got, laid_out(blocks))
+        got = laid_out([blocks[q] if q == r else np.full(counts[q], -1.0)
+                        for q in range(p)])
+        comm.Allgatherv(MPI.IN_PLACE, spec_of(got), algorithm=algorithm)
+        assert np.array_equal(got, laid_out(blocks))
+    if algorithm in mpicoll.algorithms("gatherv"):
+        got = np.full(span, -1.0)
+        comm.Gatherv(blocks[r], spec_of(got) if r == 0 else None, root=0,
+                     algorithm=algorithm)
+        if r == 0:
+            assert np.array_equal(got, laid_out(blocks))
+        mine = np.zeros(counts[r])
+        comm.Scatterv(spec_of(laid_out(blocks)) if r == p - 1 else None,
+                      mine, root=p - 1, algorithm=algorithm)
+        assert np.all(mine == r)
+    if algorithm in mpicoll.algorithms("alltoallv"):
+        # rank r sends counts[j] elements valued 10 r + j to rank j
+        send = laid_out([np.full(counts[j], 10.0 * r + j) for j in range(p)])
+        rcounts = [counts[r]] * p
+        rdispls = [2 * (p - 1 - i) * counts[r] for i in range(p)]
+        got = np.full(max(rdispls) + counts[r], -1.0)
+        comm.Alltoallv(spec_of(send), [got, (rcounts, rdispls), MPI.DOUBLE],
+                       algorithm=algorithm)
+        for i in range(p):
+            assert np.all(got[rdispls[i]:rdispls[i] + counts[r]]
+                          == 10 * i + r)
+
+
+def test_overlapping_receive_blocks_are_refused(comm):
+    counts = [2] * comm.size
+    displs = [0] * comm.size
+    if comm.size > 1:
+        with pytest.raises(errors.BufferSpecError, match="overlap"):
+            comm.Allgatherv(np.ones(2), [np.zeros(2), counts, displs,
+                                         MPI.DOUBLE])
+    with pytest.raises(errors.BufferSpecError, match="non-negative"):
+        comm.Allgatherv(np.ones(2), [np.zeros(9), counts,
+                                     [-1] * comm.size, MPI.DOUBLE])
 
 
 @pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])
