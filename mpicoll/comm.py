@@ -1057,7 +1057,8 @@ class Comm(PointToPoint):
         if whole.dtype != block.dtype or whole.size != block.size * self.size:
             raise BufferSpecError(
                 f"{whole_name} must be {self.size} x {block.size} elements "
-                f"of {block.dtype}, got {whole.size} of {whole.dtype}",
+                f"of {block.dtype} (the size of {block_name}), got "
+                f"{whole.size} of {whole.dtype}",
                 **self._where(collective))
 
     def reduce_scatter(self, out, x, op="sum", *, algorithm="auto",

@@ -335,6 +335,10 @@ def test_array_face_primitives(comm):
     assert np.all(z == (r if r else 1))
     with pytest.raises(errors.BufferSpecError, match="equal blocks"):
         comm.all_to_all(np.zeros(p), np.zeros(2 * p))
+    pending = [comm.Ibarrier(algorithm="dissemination"), comm.Ibarrier()]
+    while not mpicoll.testall(pending):
+        pass
+    assert all(w.is_completed() for w in pending)
 
 
 # ----------------------------------------------------------- v-variants
