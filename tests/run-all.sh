@@ -7,13 +7,8 @@
 # Set MPICOLL_TEST_RANKS="2 4" to choose the rank counts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv=${MPICOLL_VENV:-.venv}
-if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
-fi
-"$venv/bin/python" -m pip install -q --disable-pip-version-check -e '.[mpich,test]'
-py="$venv/bin/python"
-mpiexec="$venv/bin/mpiexec"
+# shellcheck source=scripts/venv.sh
+. scripts/venv.sh
 
 "$venv/bin/ruff" check mpicoll tests bench
 

@@ -1,0 +1,336 @@
+"""Command line of ``python -m mpicoll.bench`` (nccl-tests / OSU style).
+
+    mpiexec -n 4 python -m mpi4py -m mpicoll.bench                # everything
+    mpiexec -n 2 python -m mpi4py -m mpicoll.bench -c allreduce -b 8 -e 64M \\
+        -a native,ring,auto --json out.json
+
+Every rank parses the same arguments before any communication, so a bad
+argument exits with code 2 on every rank (usage printed by rank 0 only;
+under ``python -m mpi4py`` that non-zero exit shows as an ``MPI_Abort(2)``
+line, still with code 2).
+Exit code 1 when any row has wrong results, else 0. ``--timeout`` times the
+nonblocking form (``I*``) waited on with ``wait(timeout=)``; a call that
+times out raises ``CollectiveTimeoutError`` on the rank that waited (run
+under ``python -m mpi4py`` so that aborts the job instead of hanging).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import mpicoll
+from mpicoll.bench.harness import Case, measure
+from mpicoll.bench.specs import DTYPES, OPS, SPECS
+
+DEFAULT_COLLECTIVES = ("allreduce", "reduce", "bcast", "allgather",
+                       "reduce_scatter_block", "alltoall", "barrier")
+UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``8``, ``64K``, ``1M``, ``2G`` (a trailing B is allowed)."""
+    t = text.strip().upper().removesuffix("B")
+    scale = UNITS.get(t[-1:], 1)
+    digits = t[:-1] if t[-1:] in UNITS else t
+    try:
+        value = int(float(digits) * scale)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"negative size: {text!r}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """Prints (usage, errors, help) on rank 0 only; exits the same on all."""
+
+    def __init__(self, rank: int, **kwargs):
+        super().__init__(**kwargs)
+        self.rank = rank
+
+    def _print_message(self, message, file=None):
+        if self.rank == 0:
+            super()._print_message(message, file)
+
+
+def _parser(rank: int) -> _Parser:
+    p = _Parser(rank, prog="python -m mpicoll.bench",
+                description="Time mpicoll's collectives, every algorithm.")
+    a = p.add_argument
+    a("-c", "--collective", default=",".join(DEFAULT_COLLECTIVES),
+      help=f"comma list or 'all' ({', '.join(SPECS)})")
+    a("-a", "--algorithm", default="all",
+      help="comma list, 'auto', or 'all' (every registered one plus auto)")
+    a("-b", "--minbytes", type=parse_size, default=8, help="default 8")
+    a("-e", "--maxbytes", type=parse_size, default=16 << 20,
+      help="default 16M")
+    a("-f", "--stepfactor", type=float, default=2.0, help="default 2")
+    a("-d", "--dtype", choices=DTYPES, default="float32")
+    a("-o", "--op", choices=tuple(OPS), default="sum")
+    a("-r", "--root", type=int, default=0)
+    a("-n", "--iters", type=int, default=100,
+      help="timed iterations per algorithm and size (at most; see "
+           "--time-budget)")
+    a("-w", "--warmup", type=int, default=5)
+    a("--time-budget", type=float, default=120.0, metavar="SECONDS",
+      help="cut iteration counts so the timed loops take about this long "
+           "in all (0: no limit); default 120")
+    a("--inplace", action="store_true", help="MPI.IN_PLACE calls")
+    a("--check", action=argparse.BooleanOptionalAction, default=True,
+      help="validate every row after timing (default on)")
+    a("--json", metavar="FILE")
+    a("--csv", metavar="FILE")
+    a("--timeout", type=float, metavar="SECONDS",
+      help="per call: time the nonblocking form with wait(timeout=)")
+    a("--progress", action="store_true", help="status lines on stderr")
+    a("--quiet", action="store_true", help="no tables")
+    return p
+
+
+def parse_args(argv, rank: int = 0, size: int = 1) -> argparse.Namespace:
+    """Parse and check ``argv``; ``parser.error`` (SystemExit 2) if bad."""
+    p = _parser(rank)
+    args = p.parse_args(argv)
+    names = list(SPECS) if args.collective == "all" else \
+        [c.strip() for c in args.collective.split(",") if c.strip()]
+    unknown = [c for c in names if c not in SPECS]
+    if unknown or not names:
+        p.error(f"unknown collective(s): {', '.join(unknown) or '(none)'}")
+    args.collectives = names
+    args.algorithms = _algorithm_names(p, args.algorithm, names)
+    problems = [(args.minbytes > args.maxbytes, "-b is larger than -e"),
+                (args.stepfactor <= 1 and args.minbytes != args.maxbytes,
+                 "-f must be > 1"),
+                (not 0 <= args.root < size, f"root must be in 0..{size - 1}"),
+                (args.iters < 1, "-n must be at least 1"),
+                (args.warmup < 0, "-w must be >= 0"),
+                (args.time_budget < 0, "--time-budget must be >= 0"),
+                (args.timeout is not None and args.timeout <= 0,
+                 "--timeout must be > 0")]
+    for bad, message in problems:
+        if bad:
+            p.error(message)
+    return args
+
+
+def _algorithm_names(p, text: str, collectives) -> dict[str, list[str]]:
+    """Per collective, the algorithms to time (``auto`` last)."""
+    if text == "all":
+        return {c: [*mpicoll.algorithms(c), "auto"] for c in collectives}
+    wanted = [a.strip() for a in text.split(",") if a.strip()]
+    known = {a for c in collectives for a in mpicoll.algorithms(c)} | {"auto"}
+    unknown = [a for a in wanted if a not in known]
+    if unknown or not wanted:
+        p.error(f"unknown algorithm(s): {', '.join(unknown) or '(none)'}")
+    return {c: [a for a in wanted if a == "auto" or a in
+                mpicoll.algorithms(c)] for c in collectives}
+
+
+def sizes(lo: int, hi: int, factor: float) -> list[int]:
+    """``lo, lo*f, lo*f², ... <= hi`` (just ``lo`` when ``lo == hi``)."""
+    out = [lo]
+    while factor > 1 and int(out[-1] * factor) <= hi:
+        out.append(max(out[-1] + 1, int(out[-1] * factor)))
+    return out
+
+
+def cases(args, size: int) -> list[Case]:
+    """Every (collective, count) to run, duplicates (rounding) dropped."""
+    itemsize = np.dtype(args.dtype).itemsize
+    out = []
+    for name in args.collectives:
+        spec = SPECS[name]
+        counts = dict.fromkeys(spec.count_for(s, size, itemsize) for s in
+                               sizes(args.minbytes, args.maxbytes,
+                                     args.stepfactor))
+        out += [Case(spec, n, args.dtype, args.op, args.root,
+                     args.inplace and spec.inplace) for n in counts]
+    return out
+
+
+class _Budget:
+    """Seconds for the next case: what is left of the whole budget is split
+    evenly between the collectives still to run, and a collective's share
+    between its sizes still to run (so an overrun at large sizes eats into
+    its own share, not the next collective's)."""
+
+    def __init__(self, seconds: float, todo: list[Case]):
+        self.seconds, self.start = seconds, time.monotonic()
+        self.names = [c.spec.name for c in todo]
+        self.current, self.share, self.began = None, 0.0, self.start
+
+    def next(self, i: int) -> float | None:
+        if not self.seconds:
+            return None
+        now, name = time.monotonic(), self.names[i]
+        if name != self.current:
+            left = self.seconds - (now - self.start)
+            self.current, self.began = name, now
+            self.share = max(0.0, left) / len(dict.fromkeys(self.names[i:]))
+        sizes_left = self.names[i:].count(name)
+        return max(0.0, self.share - (now - self.began)) / sizes_left
+
+
+def run(args, comm) -> list[dict]:
+    """Time every case; rank 0 prints the tables. The records (the same on
+    every rank)."""
+    todo = cases(args, comm.size)
+    budget = _Budget(args.time_budget, todo)
+    records, current = [], None
+    for i, case in enumerate(todo):
+        if case.spec.name != current:
+            _close_table(comm, args, records, current)
+            current = case.spec.name
+            _open_table(comm, args, case)
+        rows = measure(comm, case, args.algorithms[case.spec.name],
+                       iters=args.iters, warmup=args.warmup,
+                       budget=budget.next(i),
+                       check=args.check, timeout=args.timeout)
+        records += rows
+        if comm.rank == 0:
+            _show_rows(args, rows, time.monotonic() - budget.start)
+    _close_table(comm, args, records, current)
+    return records
+
+
+COLUMNS = (f"{'size':>10} {'count':>10} {'type':>8} {'redop':>5} {'root':>4}"
+           f" {'algorithm':>32} {'avg(us)':>10} {'min(us)':>10}"
+           f" {'max(us)':>10} {'algbw':>7} {'busbw':>7} {'#wrong':>6}")
+
+
+def _label(rec: dict) -> str:
+    """``auto(ring)`` for auto, else the algorithm's name."""
+    if rec["chosen"]:
+        return f"auto({rec['chosen']})"
+    return rec["algorithm"]
+
+
+def _fastest(rows: list[dict]) -> dict | None:
+    """The right row with the least average time, auto left out."""
+    named = [r for r in rows if r["algorithm"] != "auto" and not r["wrong"]]
+    return min(named, key=lambda r: r["time_us"]["avg"], default=None)
+
+
+def _open_table(comm, args, case: Case) -> None:
+    if comm.rank == 0 and not args.quiet:
+        print(f"\n# {case.spec.name}, {comm.size} ranks, "
+              f"{'in place' if case.inplace else 'out of place'};"
+              f" time per call across ranks, GB/s; * = fastest", flush=True)
+        print(COLUMNS, flush=True)
+
+
+def _show_rows(args, rows: list[dict], elapsed: float) -> None:
+    """Rank 0: the rows of one size, fastest marked."""
+    best = _fastest(rows)
+    if args.progress:
+        r = rows[0]
+        print(f"# [{elapsed:7.1f} s] {r['collective']} {r['nbytes']} B done",
+              file=sys.stderr, flush=True)
+    if args.quiet:
+        return
+    for r in rows:
+        t = r["time_us"]
+        mark = "*" if r is best else " "
+        print(f"{r['nbytes']:>10} {r['count']:>10} {r['dtype']:>8} "
+              f"{r['op'] or '-':>5} {r['root'] if r['root'] is not None else '-':>4}"
+              f" {_label(r):>32} {t['avg']:>10.2f} {t['min']:>10.2f}"
+              f" {t['max']:>10.2f} {r['algbw_gbps']:>7.3f}"
+              f" {r['busbw_gbps']:>7.3f} {r['wrong']:>6}{mark}", flush=True)
+
+
+def summary(records: list[dict], collective: str) -> list[tuple]:
+    """Per size of ``collective``: (nbytes, best algorithm, speed-up over
+    native or None)."""
+    by_size: dict[int, list[dict]] = {}
+    for r in records:
+        if r["collective"] == collective:
+            by_size.setdefault(r["nbytes"], []).append(r)
+    out = []
+    for nbytes, rows in by_size.items():
+        best = _fastest(rows)
+        native = [r for r in rows if r["algorithm"] == "native"]
+        speedup = None
+        if best and native and best["time_us"]["avg"] > 0:
+            speedup = native[0]["time_us"]["avg"] / best["time_us"]["avg"]
+        out.append((nbytes, best["algorithm"] if best else None, speedup))
+    return out
+
+
+def _close_table(comm, args, records, collective) -> None:
+    """Rank 0: the closing summary of ``collective``'s table."""
+    if collective is None or comm.rank != 0 or args.quiet:
+        return
+    print(f"# {collective} summary: best algorithm per size "
+          f"(speed-up over native)")
+    for nbytes, best, speedup in summary(records, collective):
+        gain = f"{speedup:.2f}x" if speedup else "-"
+        print(f"#   {nbytes:>10} B  {best or '(none right)':<24} {gain}")
+    wrong = sum(r["wrong"] for r in records if r["collective"] == collective)
+    verdict = f"{wrong} wrong elements" if wrong else "all results right"
+    print(f"# {collective}: {verdict}", flush=True)
+
+
+def header(comm, argv) -> dict:
+    """Where and how the run was made (collective: gathers host names)."""
+    import mpi4py
+
+    hosts = comm.mpi.allgather(MPI.Get_processor_name())
+    levels = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
+              MPI.THREAD_SERIALIZED: "serialized",
+              MPI.THREAD_MULTIPLE: "multiple"}
+    vendor, version = MPI.get_vendor()
+    return {"mpicoll": mpicoll.__version__, "mpi4py": mpi4py.__version__,
+            "mpi_library": MPI.Get_library_version().splitlines()[0].strip(),
+            "mpi_vendor": f"{vendor} {'.'.join(map(str, version))}",
+            "thread_level": levels.get(MPI.Query_thread(), "unknown"),
+            "hostnames": sorted(set(hosts)), "nranks": comm.size,
+            "ranks_per_node": max(hosts.count(h) for h in set(hosts)),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "command": " ".join([sys.executable, "-m", "mpicoll.bench",
+                                 *argv])}
+
+
+def flat(rec: dict) -> dict:
+    """A record with ``time_us`` spread into ``time_us_avg`` etc. (CSV)."""
+    out = {k: v for k, v in rec.items() if k != "time_us"}
+    out.update({f"time_us_{k}": v for k, v in rec["time_us"].items()})
+    return out
+
+
+def write_outputs(args, head: dict, records: list[dict]) -> None:
+    """JSON and CSV files, if asked for (call on rank 0)."""
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"header": head, "records": records}, f, indent=1)
+    if args.csv and records:
+        rows = [flat(r) for r in records]
+        with open(args.csv, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+def main(argv=None, comm=None) -> int:
+    """Run the benchmark; 0 if every result was right, 1 if any was wrong,
+    2 for bad arguments (the same on every rank)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    world = MPI.COMM_WORLD if comm is None else getattr(comm, "mpi", comm)
+    try:
+        args = parse_args(argv, world.Get_rank(), world.Get_size())
+    except SystemExit as e:
+        return 0 if e.code in (0, None) else int(e.code)
+    comm = mpicoll.Comm(world)
+    head = header(comm, argv)
+    records = run(args, comm)
+    if comm.rank == 0:
+        write_outputs(args, head, records)
+    comm.mpi.Barrier()
+    return 1 if any(r["wrong"] for r in records) else 0

@@ -1,0 +1,95 @@
+"""Tier 2: the benchmark run under MPI, tiny sizes, called as functions.
+
+Every rank takes the same path (same arguments, same planted error), so a
+failure shows as a failed assertion, never as a hang.
+"""
+
+import dataclasses
+import json
+
+import pytest
+from mpi4py import MPI
+
+import mpicoll
+from mpicoll.bench import main, parse_args, run
+from mpicoll.bench.specs import SPECS
+
+pytestmark = pytest.mark.mpi
+
+TINY = ["-b", "8", "-e", "32", "-n", "3", "-w", "1", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def world():
+    return mpicoll.Comm(MPI.COMM_WORLD)
+
+
+def test_run_records(world):
+    args = parse_args(["-c", "allreduce,bcast,alltoall,barrier", *TINY],
+                      world.rank, world.size)
+    records = run(args, world)
+    for name in ("allreduce", "bcast", "alltoall", "barrier"):
+        rows = [r for r in records if r["collective"] == name]
+        algs = {r["algorithm"] for r in rows}
+        assert algs == {*mpicoll.algorithms(name), "auto"}
+    assert all(r["wrong"] == 0 for r in records)
+    for r in records:
+        assert r["nranks"] == world.size
+        t = r["time_us"]
+        assert 0 < t["min"] <= t["avg"] <= t["max"]
+        assert (r["chosen"] is not None) == (r["algorithm"] == "auto")
+    assert world.mpi.allgather(len(records)) == [len(records)] * world.size
+
+
+def test_every_collective_in_place(world):
+    args = parse_args(["-c", "all", "--inplace", "-a", "all", *TINY,
+                       "-e", "16", "-r", str(world.size - 1)],
+                      world.rank, world.size)
+    records = run(args, world)
+    assert {r["collective"] for r in records} == set(SPECS)
+    assert all(r["wrong"] == 0 for r in records)
+
+
+def test_main_writes_json_and_csv(world, tmp_path):
+    base = world.mpi.bcast(str(tmp_path))
+    out_json, out_csv = f"{base}/b.json", f"{base}/b.csv"
+    code = main(["-c", "allreduce,reduce", "-a", "native,ring,auto", *TINY,
+                 "--json", out_json, "--csv", out_csv, "--timeout", "30"])
+    assert code == 0
+    if world.rank == 0:
+        with open(out_json) as f:
+            data = json.load(f)
+        head = data["header"]
+        assert head["nranks"] == world.size and head["mpi_vendor"]
+        assert {"mpi4py", "mpi_library", "thread_level", "hostnames",
+                "ranks_per_node", "date", "command"} <= set(head)
+        algs = {(r["collective"], r["algorithm"]) for r in data["records"]}
+        assert algs == {("allreduce", "native"), ("allreduce", "ring"),
+                        ("allreduce", "auto"), ("reduce", "native"),
+                        ("reduce", "auto")}
+        with open(out_csv) as f:
+            lines = f.read().splitlines()
+        assert len(lines) == 1 + len(data["records"])
+        assert "time_us_p99" in lines[0]
+
+
+def test_planted_wrong_result_fails(world, monkeypatch):
+    spec = SPECS["allreduce"]
+
+    def off_by_one(*a):
+        return spec.expected(*a) + 1
+
+    monkeypatch.setitem(SPECS, "allreduce",
+                        dataclasses.replace(spec, expected=off_by_one))
+    args = parse_args(["-c", "allreduce", "-a", "native,ring", *TINY],
+                      world.rank, world.size)
+    records = run(args, world)
+    assert all(r["wrong"] > 0 for r in records)
+    assert main(["-c", "allreduce", "-a", "ring", *TINY]) == 1
+    assert main(["-c", "allreduce", "-a", "ring", "--no-check", *TINY]) == 0
+
+
+def test_bad_arguments_everywhere(world):
+    assert main(["-c", "nope"]) == 2
+    assert main(["-r", str(world.size)]) == 2
+    world.mpi.Barrier()  # and nobody is left waiting
