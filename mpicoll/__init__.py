@@ -10,7 +10,7 @@
 """
 
 from mpicoll.coll.registry import algorithms
-from mpicoll.comm import Comm
+from mpicoll.comm import Comm, set_explain
 from mpicoll.errors import (
     AlgorithmError,
     BufferSpecError,
@@ -41,6 +41,7 @@ __all__ = [
     "UnknownAlgorithmError",
     "Work",
     "algorithms",
+    "set_explain",
     "testall",
     "waitall",
 ]

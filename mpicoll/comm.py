@@ -19,6 +19,8 @@ schedule on the library's private duplicate of the communicator.
 
 from __future__ import annotations
 
+import logging
+import sys
 from functools import partial
 
 import numpy as np
@@ -34,18 +36,49 @@ from mpicoll.p2p import PointToPoint
 from mpicoll.schedule.executor import Execution, run
 from mpicoll.schedule.layout import inplace_recv, inplace_send
 from mpicoll.schedule.plan import same_memory
-from mpicoll.select import Choice, choose, environment_overrides
+from mpicoll.select import (
+    Choice,
+    choose,
+    environment_explain,
+    environment_overrides,
+    environment_rules,
+)
 from mpicoll.work import Work
 
 IN_PLACE = MPI.IN_PLACE
 REPLAYS = 32  # blocking calls remembered per Comm for replay
 
+log = logging.getLogger("mpicoll")
+_explain_all: bool | None = None  # set_explain(); None: each Comm's env
+
+
+def _log_to_stderr() -> None:
+    """Make explain lines visible: a stderr handler on the ``mpicoll``
+    logger at INFO, unless the application configured one."""
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+    if log.level == logging.NOTSET or log.level > logging.INFO:
+        log.setLevel(logging.INFO)
+
+
+def set_explain(on: bool | None = True) -> None:
+    """Explain mode for every ``Comm`` in this process: each new choice
+    (per collective, requested algorithm, message size and commutativity)
+    is logged once at INFO on the ``mpicoll`` logger (stderr by default).
+    ``None`` goes back to each Comm's ``MPICOLL_EXPLAIN`` setting."""
+    global _explain_all
+    _explain_all = None if on is None else bool(on)
+    if on:
+        _log_to_stderr()
+
 
 class Comm(PointToPoint):
     """Wrap ``comm`` (default ``MPI.COMM_WORLD``); collective on ``comm``.
 
-    ``MPICOLL_<COLLECTIVE>_ALGORITHM`` environment settings are read here,
-    once.
+    ``MPICOLL_<COLLECTIVE>_ALGORITHM``, ``MPICOLL_RULES`` and
+    ``MPICOLL_EXPLAIN`` environment settings are read here, once.
     """
 
     def __init__(self, comm: MPI.Comm | None = None) -> None:
@@ -61,6 +94,10 @@ class Comm(PointToPoint):
         self.rank = self._ctx.rank
         self.size = self._ctx.size
         self._overrides = environment_overrides()
+        self._rules = environment_rules()
+        self._explain = environment_explain()
+        if self._explain:
+            _log_to_stderr()
         self._choices: dict[tuple, Choice] = {}
         # (collective, algorithm, bytes, dtype, op) -> Algorithm, for calls
         # whose op/type pair and choice were already checked.
@@ -97,7 +134,10 @@ class Comm(PointToPoint):
             choice = self._choices[key] = choose(
                 collective, algorithm, size=self.size, nbytes=nbytes,
                 commutative=commutative, overrides=self._overrides,
-                where=where)
+                where=where, rules=self._rules)
+            if _explain_all or (_explain_all is None and self._explain):
+                log.info("[rank %d] %s %d B: %s (%s)", self.rank, collective,
+                         nbytes, choice.algorithm.name, choice.reason)
         return choice
 
     # ------------------------------------------------------------- engine

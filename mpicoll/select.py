@@ -5,7 +5,11 @@ In order of precedence:
 1. the call's ``algorithm=`` argument, unless ``"auto"``;
 2. the environment variable ``MPICOLL_<COLLECTIVE>_ALGORITHM`` (e.g.
    ``MPICOLL_ALLREDUCE_ALGORITHM=ring``), read when the ``Comm`` is made;
-3. the default rules below, by communicator size, message bytes and whether
+3. a rules file named by ``MPICOLL_RULES`` (as written by the benchmark's
+   ``--emit-rules``), read when the ``Comm`` is made, used only when its
+   ``nranks`` equals the communicator's size; an entry that is unknown or
+   whose constraints fail for a call falls back to 4, saying so;
+4. the default rules below, by communicator size, message bytes and whether
    the op commutes.
 
 A named algorithm (1 or 2) whose declared constraints rule it out raises
@@ -26,11 +30,18 @@ measured here (more ranks than cores make timings meaningless).
 
 from __future__ import annotations
 
+import json
 import os
 from typing import NamedTuple
 
+import numpy as np
+
 from mpicoll.coll.registry import Algorithm, algorithms, lookup
-from mpicoll.errors import ConstraintError, UnknownAlgorithmError
+from mpicoll.errors import (
+    ConstraintError,
+    InvalidArgumentError,
+    UnknownAlgorithmError,
+)
 from mpicoll.schedule.layout import COLLECTIVES
 
 SMALL = 16 * 1024  # bytes: below, the native call
@@ -75,9 +86,128 @@ def environment_overrides() -> dict[str, str]:
     return found
 
 
+RULES_VAR = "MPICOLL_RULES"
+EXPLAIN_VAR = "MPICOLL_EXPLAIN"
+# Collectives whose send buffer holds p blocks of the benchmark's count.
+_SEND_BLOCKS = ("alltoall", "reduce_scatter_block", "scatter")
+
+
+class Rules(NamedTuple):
+    """A rules file: per collective, ``(max_bytes, algorithm)`` ranges in
+    increasing order; ``max_bytes`` None = no upper bound."""
+    path: str
+    nranks: int
+    ranges: dict[str, list[tuple[int | None, str]]]
+
+
+def load_rules(path: str) -> Rules:
+    """Read and validate a rules file; InvalidArgumentError naming it."""
+    def bad(what):
+        return InvalidArgumentError(f"rules file {path} ({RULES_VAR}): {what}")
+
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except OSError as exc:
+        raise bad(f"cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise bad(f"not JSON: {exc}") from None
+    if not isinstance(data, dict) or set(data) - {"nranks", "rules"} \
+            or "nranks" not in data or "rules" not in data:
+        raise bad('expected {"nranks": P, "rules": {...}}')
+    nranks = data["nranks"]
+    if type(nranks) is not int or nranks < 1:
+        raise bad(f"nranks must be a positive integer, got {nranks!r}")
+    if not isinstance(data["rules"], dict):
+        raise bad("rules must be an object of collective -> ranges")
+    ranges = {}
+    for collective, entries in data["rules"].items():
+        if collective not in COLLECTIVES:
+            raise bad(f"unknown collective {collective!r}")
+        if not isinstance(entries, list) or not entries:
+            raise bad(f"{collective}: expected a non-empty list of ranges")
+        out, last = [], -1
+        for i, e in enumerate(entries):
+            if not isinstance(e, dict) or set(e) != {"max_bytes",
+                                                     "algorithm"}:
+                raise bad(f"{collective} range {i}: expected "
+                          '{"max_bytes": N or null, "algorithm": NAME}')
+            hi, name = e["max_bytes"], e["algorithm"]
+            if not isinstance(name, str) or not name:
+                raise bad(f"{collective} range {i}: algorithm must be a "
+                          "name")
+            if last is None:
+                raise bad(f"{collective} range {i}: follows an unbounded "
+                          "range")
+            if hi is not None and (type(hi) is not int or hi <= last):
+                raise bad(f"{collective} range {i}: max_bytes must be an "
+                          f"integer above {last} or null, got {hi!r}")
+            out.append((hi, name))
+            last = hi
+        ranges[collective] = out
+    return Rules(path, nranks, ranges)
+
+
+def environment_rules() -> Rules | None:
+    """The rules file named by ``MPICOLL_RULES``, loaded, or None."""
+    path = os.environ.get(RULES_VAR, "").strip()
+    return load_rules(path) if path else None
+
+
+def environment_explain() -> bool:
+    """Whether ``MPICOLL_EXPLAIN`` asks for explain mode."""
+    return os.environ.get(EXPLAIN_VAR, "").strip().lower() not in (
+        "", "0", "false", "no", "off")
+
+
+def rule_for(rules: Rules, collective: str,
+             nbytes: int) -> tuple[int, int | None, str] | None:
+    """``(low, max_bytes, algorithm)`` of the range holding ``nbytes``
+    (inclusive bounds), or None when no range does."""
+    low = 0
+    for hi, name in rules.ranges.get(collective, ()):
+        if hi is None or nbytes <= hi:
+            return low, hi, name
+        low = hi + 1
+    return None
+
+
+def rules_from_records(records: list[dict], nranks: int) -> dict:
+    """A rules file's contents from benchmark records: per collective and
+    size, the fastest right (``wrong == 0``) algorithm other than auto,
+    adjacent sizes with the same winner merged. Sizes are the send-buffer
+    bytes the selector sees (``count * itemsize``, times ``nranks`` where
+    the send buffer holds a block per rank). A range ends at the largest
+    size measured in it (sizes between two measurements go to the upper
+    range); the last range has no upper bound."""
+    best: dict[str, dict[int, dict]] = {}
+    for r in records:
+        if r["algorithm"] == "auto" or r["wrong"] or r["nranks"] != nranks:
+            continue
+        itemsize = np.dtype(r["dtype"]).itemsize
+        nbytes = r["count"] * itemsize * (
+            nranks if r["collective"] in _SEND_BLOCKS else 1)
+        sizes = best.setdefault(r["collective"], {})
+        old = sizes.get(nbytes)
+        if old is None or r["time_us"]["avg"] < old["time_us"]["avg"]:
+            sizes[nbytes] = r
+    rules = {}
+    for collective, sizes in best.items():
+        ranges: list[dict] = []
+        for nbytes in sorted(sizes):
+            name = sizes[nbytes]["algorithm"]
+            if ranges and ranges[-1]["algorithm"] == name:
+                ranges[-1]["max_bytes"] = nbytes
+            else:
+                ranges.append({"max_bytes": nbytes, "algorithm": name})
+        ranges[-1]["max_bytes"] = None
+        rules[collective] = ranges
+    return {"nranks": nranks, "rules": rules}
+
+
 def choose(collective: str, requested: str, *, size: int, nbytes: int,
            commutative: bool, overrides: dict[str, str],
-           where: dict) -> Choice:
+           where: dict, rules: Rules | None = None) -> Choice:
     """Pick the algorithm for one call; ``where`` names rank and call for
     errors."""
     if requested != "auto":
@@ -88,6 +218,29 @@ def choose(collective: str, requested: str, *, size: int, nbytes: int,
         name = overrides[collective]
         return Choice(_named(collective, name, commutative, where, source),
                       f"{source}={name}")
+    fallback = ""
+    found = None
+    if rules is not None and rules.nranks == size:
+        found = rule_for(rules, collective, nbytes)
+    if found is not None:
+        low, hi, name = found
+        span = f"{low}..{'inf' if hi is None else hi} B"
+        source = f"rules file {rules.path}: {collective} {span}"
+        alg = lookup(collective, name)
+        if alg is None:
+            fallback = f"{source}: unknown algorithm {name!r}; "
+        elif (why := alg.unmet(commutative=commutative)) is not None:
+            fallback = f"{source}: {name} cannot run (it {why}); "
+        else:
+            return Choice(alg, f"{source} -> {name}")
+    default = _default(collective, size=size, nbytes=nbytes,
+                       commutative=commutative)
+    return default._replace(reason=fallback + default.reason) \
+        if fallback else default
+
+
+def _default(collective: str, *, size: int, nbytes: int,
+             commutative: bool) -> Choice:
     native = lookup(collective, "native")
     if size == 1:
         return Choice(native, "default rule: one rank, nothing to move")

@@ -8,6 +8,7 @@ stuck inside an MPI call; ``MPIEXEC_TIMEOUT`` in tests/run-all.sh is the
 last backstop).
 """
 
+import os
 import sys
 
 import pytest
@@ -29,6 +30,8 @@ def pytest_configure(config):
         from mpi4py import MPI
 
         rank = MPI.COMM_WORLD.Get_rank()
+        # pytest creates only the last level of --basetemp.
+        os.makedirs(config.option.basetemp, exist_ok=True)
         config.option.basetemp = f"{config.option.basetemp}/rank{rank}"
 
 

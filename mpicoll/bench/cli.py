@@ -2,7 +2,8 @@
 
     mpiexec -n 4 python -m mpi4py -m mpicoll.bench                # everything
     mpiexec -n 2 python -m mpi4py -m mpicoll.bench -c allreduce -b 8 -e 64M \\
-        -a native,ring,auto --json out.json
+        -a native,ring,auto --json out.json --emit-rules rules.json
+    MPICOLL_RULES=rules.json mpiexec -n 2 python app.py     # use them
 
 Every rank parses the same arguments before any communication, so a bad
 argument exits with code 2 on every rank (usage printed by rank 0 only;
@@ -29,6 +30,7 @@ from mpi4py import MPI
 import mpicoll
 from mpicoll.bench.harness import Case, measure
 from mpicoll.bench.specs import DTYPES, OPS, SPECS
+from mpicoll.select import rules_from_records
 
 DEFAULT_COLLECTIVES = ("allreduce", "reduce", "bcast", "allgather",
                        "reduce_scatter_block", "alltoall", "barrier")
@@ -88,6 +90,9 @@ def _parser(rank: int) -> _Parser:
       help="validate every row after timing (default on)")
     a("--json", metavar="FILE")
     a("--csv", metavar="FILE")
+    a("--emit-rules", metavar="FILE",
+      help="write the fastest right algorithm per size range as a rules "
+           "file for MPICOLL_RULES")
     a("--timeout", type=float, metavar="SECONDS",
       help="per call: time the nonblocking form with wait(timeout=)")
     a("--progress", action="store_true", help="status lines on stderr")
@@ -316,6 +321,10 @@ def write_outputs(args, head: dict, records: list[dict]) -> None:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
+    if args.emit_rules:
+        with open(args.emit_rules, "w") as f:
+            json.dump(rules_from_records(records, head["nranks"]), f,
+                      indent=1)
 
 
 def main(argv=None, comm=None) -> int:
