@@ -8,6 +8,7 @@ import pytest
 from mpicoll.bench.cli import cases, flat, main, parse_args, parse_size, sizes
 from mpicoll.bench.cli import summary
 from mpicoll.bench.harness import Case, make_buffers
+from mpicoll.bench import plot as plotting
 from mpicoll.bench.specs import OPS, SPECS
 from mpicoll.schedule.layout import buffer_lengths
 
@@ -172,3 +173,31 @@ def test_budget_split():
     assert _Budget(0, todo).next(0) is None
     share = _Budget(8.0, todo).next(0)
     assert 1.9 < share <= 2.0  # 8 s / 2 collectives / 2 sizes
+
+
+def _record(collective, algorithm, nbytes, busbw, chosen=None, wrong=0):
+    return {"collective": collective, "algorithm": algorithm,
+            "chosen": chosen, "nbytes": nbytes, "nranks": 2,
+            "busbw_gbps": busbw, "wrong": wrong}
+
+
+def test_plot_writes_a_png(tmp_path):
+    records = [_record(c, a, n, n / 1e6 * (2 if a == "ring" else 1),
+                       chosen="ring" if a == "auto" else None)
+               for c in ("allreduce", "bcast") for a in ("native", "ring",
+                                                         "auto")
+               for n in (8, 64, 512)]
+    records.append(_record("barrier", "native", 0, 0.0))
+    records.append(_record("bcast", "ring", 4096, 9.9, wrong=3))
+    path = tmp_path / "b.png"
+    plotting.plot(records, str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert path.stat().st_size > 5000
+
+
+def test_plot_without_matplotlib_is_a_usage_error(monkeypatch, capsys):
+    monkeypatch.setattr(plotting, "available", lambda: False)
+    with pytest.raises(SystemExit) as info:
+        parse_args(["--plot", "x.png"])
+    assert info.value.code == 2
+    assert "matplotlib" in capsys.readouterr().err

@@ -53,8 +53,10 @@ def test_every_collective_in_place(world):
 def test_main_writes_json_and_csv(world, tmp_path):
     base = world.mpi.bcast(str(tmp_path))
     out_json, out_csv = f"{base}/b.json", f"{base}/b.csv"
+    out_png = f"{base}/b.png"
     code = main(["-c", "allreduce,reduce", "-a", "native,ring,auto", *TINY,
-                 "--json", out_json, "--csv", out_csv, "--timeout", "30"])
+                 "--json", out_json, "--csv", out_csv, "--plot", out_png,
+                 "--timeout", "30"])
     assert code == 0
     if world.rank == 0:
         with open(out_json) as f:
@@ -71,6 +73,8 @@ def test_main_writes_json_and_csv(world, tmp_path):
             lines = f.read().splitlines()
         assert len(lines) == 1 + len(data["records"])
         assert "time_us_p99" in lines[0]
+        with open(out_png, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def test_planted_wrong_result_fails(world, monkeypatch):

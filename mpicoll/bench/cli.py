@@ -28,6 +28,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
+from mpicoll.bench import plot as plotting
 from mpicoll.bench.harness import Case, measure
 from mpicoll.bench.specs import DTYPES, OPS, SPECS
 from mpicoll.select import rules_from_records
@@ -90,6 +91,9 @@ def _parser(rank: int) -> _Parser:
       help="validate every row after timing (default on)")
     a("--json", metavar="FILE")
     a("--csv", metavar="FILE")
+    a("--plot", metavar="FILE.png",
+      help="busbw by size per algorithm, a panel per collective "
+           "(needs matplotlib: pip install 'mpicoll[plot]')")
     a("--emit-rules", metavar="FILE",
       help="write the fastest right algorithm per size range as a rules "
            "file for MPICOLL_RULES")
@@ -119,7 +123,9 @@ def parse_args(argv, rank: int = 0, size: int = 1) -> argparse.Namespace:
                 (args.warmup < 0, "-w must be >= 0"),
                 (args.time_budget < 0, "--time-budget must be >= 0"),
                 (args.timeout is not None and args.timeout <= 0,
-                 "--timeout must be > 0")]
+                 "--timeout must be > 0"),
+                (args.plot is not None and not plotting.available(),
+                 "--plot needs matplotlib (pip install 'mpicoll[plot]')")]
     for bad, message in problems:
         if bad:
             p.error(message)
@@ -311,7 +317,7 @@ def flat(rec: dict) -> dict:
 
 
 def write_outputs(args, head: dict, records: list[dict]) -> None:
-    """JSON and CSV files, if asked for (call on rank 0)."""
+    """JSON, CSV, plot and rules files, if asked for (call on rank 0)."""
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"header": head, "records": records}, f, indent=1)
@@ -321,6 +327,8 @@ def write_outputs(args, head: dict, records: list[dict]) -> None:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
+    if args.plot:
+        plotting.plot(records, args.plot)
     if args.emit_rules:
         with open(args.emit_rules, "w") as f:
             json.dump(rules_from_records(records, head["nranks"]), f,
