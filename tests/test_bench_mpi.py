@@ -97,3 +97,46 @@ def test_bad_arguments_everywhere(world):
     assert main(["-c", "nope"]) == 2
     assert main(["-r", str(world.size)]) == 2
     world.mpi.Barrier()  # and nobody is left waiting
+
+
+def test_peers_side_by_side(world, tmp_path):
+    from scripts import load
+
+    peers = load("peers")
+    base = world.mpi.bcast(str(tmp_path))
+    argv = ["-b", "8", "-e", "64", "-f", "8", "-n", "4", "-w", "1",
+            "--rounds", "2", "--no-torch", "--json", f"{base}/peers.json"]
+    assert peers.main(argv) == 0
+    if world.rank == 0:
+        with open(f"{base}/peers.json") as f:
+            records = json.load(f)["records"]
+        got = {(r["collective"], r["algorithm"]) for r in records}
+        assert got == {(c, a) for c in peers.COLLECTIVES
+                       for a in peers.CONTENDERS if a != "torch gloo"}
+        assert all(r["wrong"] == 0 for r in records)
+        best = [r for r in records if r["algorithm"] == "mpicoll best"]
+        assert all(r["chosen"] in mpicoll.algorithms(r["collective"])
+                   for r in best)
+
+
+def test_peers_with_torch_gloo(world):
+    pytest.importorskip("torch")
+    from scripts import load
+
+    peers = load("peers")
+    assert peers.main(["-c", "allreduce,allgather,bcast", "-b", "64",
+                       "-e", "64", "-n", "2", "-w", "1", "--rounds", "1",
+                       "--no-targets"]) == 0
+
+
+def test_osu_cross_check(world, capsys):
+    from scripts import load
+
+    osu = load("osu_check")
+    for c in osu.COLLECTIVES:
+        assert osu.main(["-c", c, "-b", "4", "-e", "16K", "--scale",
+                         "0.01"]) == 0
+    if world.rank == 0:
+        out = capsys.readouterr().out
+        assert out.count("OSU's method against ours") == 3
+        assert "16384" in out

@@ -29,6 +29,7 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll.bench import plot as plotting
+from mpicoll.bench.device import DEVICES, unavailable
 from mpicoll.bench.harness import Case, measure
 from mpicoll.bench.specs import DTYPES, OPS, SPECS
 from mpicoll.select import rules_from_records
@@ -87,6 +88,8 @@ def _parser(rank: int) -> _Parser:
       help="cut iteration counts so the timed loops take about this long "
            "in all (0: no limit); default 120")
     a("--inplace", action="store_true", help="MPI.IN_PLACE calls")
+    a("--device", choices=DEVICES, default="cpu",
+      help="where buffers live: host NumPy or CuPy device arrays")
     a("--check", action=argparse.BooleanOptionalAction, default=True,
       help="validate every row after timing (default on)")
     a("--json", metavar="FILE")
@@ -99,8 +102,10 @@ def _parser(rank: int) -> _Parser:
            "file for MPICOLL_RULES")
     a("--timeout", type=float, metavar="SECONDS",
       help="per call: time the nonblocking form with wait(timeout=)")
-    a("--progress", action="store_true", help="status lines on stderr")
-    a("--quiet", action="store_true", help="no tables")
+    a("--progress", action="store_true",
+      help="a status line per size on rank 0's stderr (default: only when "
+           "stderr is a terminal)")
+    a("--quiet", action="store_true", help="no tables, no status lines")
     return p
 
 
@@ -108,6 +113,7 @@ def parse_args(argv, rank: int = 0, size: int = 1) -> argparse.Namespace:
     """Parse and check ``argv``; ``parser.error`` (SystemExit 2) if bad."""
     p = _parser(rank)
     args = p.parse_args(argv)
+    no_device = unavailable(args.device)
     names = list(SPECS) if args.collective == "all" else \
         [c.strip() for c in args.collective.split(",") if c.strip()]
     unknown = [c for c in names if c not in SPECS]
@@ -125,10 +131,12 @@ def parse_args(argv, rank: int = 0, size: int = 1) -> argparse.Namespace:
                 (args.timeout is not None and args.timeout <= 0,
                  "--timeout must be > 0"),
                 (args.plot is not None and not plotting.available(),
-                 "--plot needs matplotlib (pip install 'mpicoll[plot]')")]
+                 "--plot needs matplotlib (pip install 'mpicoll[plot]')"),
+                (no_device is not None, no_device)]
     for bad, message in problems:
         if bad:
             p.error(message)
+    args.progress = not args.quiet and (args.progress or sys.stderr.isatty())
     return args
 
 
@@ -163,7 +171,8 @@ def cases(args, size: int) -> list[Case]:
                                sizes(args.minbytes, args.maxbytes,
                                      args.stepfactor))
         out += [Case(spec, n, args.dtype, args.op, args.root,
-                     args.inplace and spec.inplace) for n in counts]
+                     args.inplace and spec.inplace, args.device)
+                for n in counts]
     return out
 
 
@@ -207,7 +216,10 @@ def run(args, comm) -> list[dict]:
                        check=args.check, timeout=args.timeout)
         records += rows
         if comm.rank == 0:
-            _show_rows(args, rows, time.monotonic() - budget.start)
+            _show_rows(args, rows)
+            if args.progress:
+                _progress(rows[0], i + 1, len(todo),
+                          time.monotonic() - budget.start)
     _close_table(comm, args, records, current)
     return records
 
@@ -238,13 +250,15 @@ def _open_table(comm, args, case: Case) -> None:
         print(COLUMNS, flush=True)
 
 
-def _show_rows(args, rows: list[dict], elapsed: float) -> None:
+def _progress(row: dict, done: int, total: int, elapsed: float) -> None:
+    """Rank 0's status line on stderr: where the sweep is."""
+    print(f"# [{elapsed:7.1f} s] {done}/{total} {row['collective']} "
+          f"{row['nbytes']} B done", file=sys.stderr, flush=True)
+
+
+def _show_rows(args, rows: list[dict]) -> None:
     """Rank 0: the rows of one size, fastest marked."""
     best = _fastest(rows)
-    if args.progress:
-        r = rows[0]
-        print(f"# [{elapsed:7.1f} s] {r['collective']} {r['nbytes']} B done",
-              file=sys.stderr, flush=True)
     if args.quiet:
         return
     for r in rows:

@@ -1,10 +1,17 @@
 """Timing and validation of one collective at one size, every algorithm.
 
-For each size, warm-up calls probe every algorithm; then rounds of timing
-visit the algorithms in turn (so a change of the machine's speed state
-hits them all alike). Each timed iteration is barrier-aligned and timed
-on every rank. Across ranks: avg/min/max of each rank's mean time per
-call, and p50/p99 of the per-iteration times of the slowest rank. After
+The method is nccl-tests': for each size, warm-up calls probe every
+algorithm; then rounds of timing visit the algorithms in turn (so a change
+of the machine's speed state hits them all alike). A visit is one barrier
+and then a batch of back-to-back calls, each call's end stamped on every
+rank, so the barrier's own exit skew is paid once per batch, not once per
+call (OSU's per-call barrier adds it to every small-message time:
+``bench/osu_check.py`` measures the difference).
+
+Statistics, all over the same samples (one per rank and call, µs): ``avg``
+the mean over ranks of each rank's mean, ``min``/``max`` the least and
+greatest of those per-rank means (as OSU and nccl-tests report them),
+``p50``/``p99`` percentiles of all ranks' per-call times pooled. After
 timing, each algorithm runs once more on fresh buffers and its output is
 compared exactly with the spec's expected output; ``wrong`` counts the
 mismatching elements over all ranks. Every rank returns the same records.
@@ -18,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
+from mpicoll.bench.device import synchronizer, to_device, to_host
 from mpicoll.bench.specs import Spec, values
 from mpicoll.schedule.layout import buffer_lengths, inplace_send
 
@@ -35,6 +43,7 @@ class Case:
     op: str
     root: int
     inplace: bool
+    device: str = "cpu"
 
 
 @dataclass
@@ -54,6 +63,7 @@ def make_buffers(case: Case, rank: int, size: int) -> Buffers:
     recv = np.zeros(rlen, dtype=c.dtype)
     if spec.name == "bcast" and rank == c.root:
         recv[:] = values(c.root, 0, rlen, c.dtype, c.op)
+    send, recv = to_device(send, c.device), to_device(recv, c.device)
     if not c.inplace:
         return Buffers(send, recv, recv)
     return _in_place(spec.name, send, recv, rank, size, c)
@@ -76,35 +86,45 @@ def _in_place(name, send, recv, rank, size, c: Case) -> Buffers:
 
 
 def caller(comm, case: Case, bufs: Buffers, algorithm: str, timeout=None):
-    """A no-argument function making one call; with ``timeout``, the
-    nonblocking form waited on with that timeout."""
+    """A no-argument function making one call (and, on a GPU, waiting for
+    it); with ``timeout``, the nonblocking form waited on with that
+    timeout."""
     method = case.spec.method
     if timeout is not None:
         method = "I" + method.lower()
     fn = getattr(comm, method)
-    args = _arguments(case, bufs)
+    args = arguments(case, bufs)
+    sync = synchronizer(case.device)
 
     if timeout is None:
-        return lambda: fn(*args, algorithm=algorithm)
-    return lambda: fn(*args, algorithm=algorithm).wait(timeout=timeout)
+        def call():
+            fn(*args, algorithm=algorithm)
+            sync()
+    else:
+        def call():
+            fn(*args, algorithm=algorithm).wait(timeout=timeout)
+            sync()
+    return call
 
 
-def _arguments(case: Case, bufs: Buffers) -> tuple:
+def arguments(case: Case, bufs: Buffers) -> tuple:
     """Positional arguments of the mpi4py-face call for ``case.spec.form``."""
     s, r, op, root = bufs.send, bufs.recv, MPI_OPS[case.op], case.root
     return {"op": (s, r, op), "op_root": (s, r, op, root), "bcast": (r, root),
             "plain": (s, r), "root": (s, r, root), "none": ()}[case.spec.form]
 
 
-def time_iterations(world, call, iters: int) -> np.ndarray:
-    """This rank's seconds for each of ``iters`` barrier-aligned calls."""
-    times = np.empty(iters)
-    for i in range(iters):
-        world.Barrier()
-        t0 = time.perf_counter()
+def time_batch(world, call, n: int) -> np.ndarray:
+    """One visit: a barrier, then ``n`` back-to-back calls; this rank's
+    seconds for each call (from the previous call's end)."""
+    stamps = np.empty(n + 1)
+    clock = time.perf_counter
+    world.Barrier()
+    stamps[0] = clock()
+    for i in range(1, n + 1):
         call()
-        times[i] = time.perf_counter() - t0
-    return times
+        stamps[i] = clock()
+    return np.diff(stamps)
 
 
 def warm_up(world, calls: dict, warmup: int) -> float:
@@ -112,33 +132,34 @@ def warm_up(world, calls: dict, warmup: int) -> float:
     seconds per call of the slowest algorithm."""
     worst = 0.0
     for call in calls.values():
-        n = max(1, warmup)
-        worst = max(worst, float(time_iterations(world, call, n).mean()))
+        worst = max(worst, float(time_batch(world, call, max(1, warmup))
+                                 .mean()))
     return world.allreduce(worst, op=MPI.MAX)
 
 
-def timed_rounds(world, calls: dict, iters: int) -> dict[str, np.ndarray]:
-    """``iters`` timed calls per algorithm, in interleaved rounds."""
-    rounds = max(1, min(ROUNDS, iters))
+def timed_rounds(world, calls: dict, iters: int,
+                 rounds: int = ROUNDS) -> dict[str, np.ndarray]:
+    """``iters`` timed calls per name in ``calls``, in (at most)
+    ``rounds`` interleaved visits each."""
+    rounds = max(1, min(rounds, iters))
     per_round = [iters // rounds + (i < iters % rounds) for i in range(rounds)]
     times = {name: [] for name in calls}
     for n in per_round:
         for name, call in calls.items():
-            times[name].append(time_iterations(world, call, n))
+            times[name].append(time_batch(world, call, n))
     return {name: np.concatenate(t) for name, t in times.items()}
 
 
 def summarize(world, times: np.ndarray) -> dict[str, float]:
-    """avg/min/max over ranks of the mean, p50/p99 of the slowest rank per
-    iteration; microseconds, the same on every rank."""
-    mean = float(times.mean())
-    slowest = np.empty_like(times)
-    world.Allreduce(times, slowest, op=MPI.MAX)
-    return {"avg": world.allreduce(mean, op=MPI.SUM) / world.Get_size() * 1e6,
-            "min": world.allreduce(mean, op=MPI.MIN) * 1e6,
-            "max": world.allreduce(mean, op=MPI.MAX) * 1e6,
-            "p50": float(np.percentile(slowest, 50)) * 1e6,
-            "p99": float(np.percentile(slowest, 99)) * 1e6}
+    """The five statistics of this rank's per-call ``times`` (seconds) and
+    everyone else's, in µs, the same on every rank (module docstring)."""
+    means = np.array(world.allgather(float(times.mean())))
+    pooled = np.empty(times.size * world.Get_size())
+    world.Allgather(np.ascontiguousarray(times, dtype=float), pooled)
+    p50, p99 = np.percentile(pooled, [50, 99])
+    return {"avg": float(means.mean()) * 1e6, "min": float(means.min()) * 1e6,
+            "max": float(means.max()) * 1e6, "p50": float(p50) * 1e6,
+            "p99": float(p99) * 1e6}
 
 
 def count_wrong(comm, case: Case, algorithm: str, timeout=None) -> int:
@@ -148,11 +169,27 @@ def count_wrong(comm, case: Case, algorithm: str, timeout=None) -> int:
     caller(comm, case, bufs, algorithm, timeout)()
     want = case.spec.expected(comm.rank, comm.size, case.count, case.root,
                               case.dtype, case.op)
-    wrong = 0
-    if want is not None:
-        got = bufs.out[:want.size]
-        wrong = int(np.count_nonzero(got != want)) + want.size - got.size
-    return comm.mpi.allreduce(wrong, op=MPI.SUM)
+    return comm.mpi.allreduce(mismatches(bufs.out, want), op=MPI.SUM)
+
+
+def mismatches(out, want: np.ndarray | None) -> int:
+    """Elements of ``out`` (host or device) that differ from ``want``,
+    counting missing ones; 0 where no output is expected."""
+    if want is None:
+        return 0
+    got = to_host(out)[:want.size]
+    return int(np.count_nonzero(got != want)) + want.size - got.size
+
+
+def fit_iterations(world, probe: float, ncalls: int, iters: int,
+                   budget: float | None) -> int:
+    """At most ``iters``, fewer if ``ncalls`` algorithms at ``probe``
+    seconds per call would overrun ``budget`` seconds; at least 1; the
+    same on every rank."""
+    if budget is None:
+        return iters
+    fit = int(budget / max(probe * ncalls, 1e-9))
+    return world.bcast(max(1, min(iters, fit)))
 
 
 def measure(comm, case: Case, algorithms: list[str], *, iters: int,
@@ -167,9 +204,7 @@ def measure(comm, case: Case, algorithms: list[str], *, iters: int,
     bufs = make_buffers(case, comm.rank, comm.size)
     calls = {a: caller(comm, case, bufs, a, timeout) for a in algorithms}
     probe = warm_up(world, calls, warmup)
-    if budget is not None:
-        fit = int(budget / max(probe * len(calls), 1e-9))
-        iters = world.bcast(max(1, min(iters, fit)))
+    iters = fit_iterations(world, probe, len(calls), iters, budget)
     times = timed_rounds(world, calls, iters)
     return [record(comm, case, a, summarize(world, times[a]), iters,
                    count_wrong(comm, case, a, timeout) if check else 0)
@@ -193,7 +228,8 @@ def record(comm, case: Case, algorithm: str, time_us: dict, iters: int,
             "root": case.root if case.spec.form in ("op_root", "root", "bcast")
             else None,
             "count": case.count, "nbytes": nbytes,
-            "inplace": case.inplace, "time_us": time_us,
+            "inplace": case.inplace, "device": case.device,
+            "time_us": time_us,
             "algbw_gbps": algbw,
             "busbw_gbps": algbw * case.spec.factor(size),
             "iters": iters, "wrong": wrong}
