@@ -84,9 +84,9 @@ def _parser(rank: int) -> _Parser:
       help="timed iterations per algorithm and size (at most; see "
            "--time-budget)")
     a("-w", "--warmup", type=int, default=5)
-    a("--time-budget", type=float, default=120.0, metavar="SECONDS",
-      help="cut iteration counts so the timed loops take about this long "
-           "in all (0: no limit); default 120")
+    a("--time-budget", type=float, default=100.0, metavar="SECONDS",
+      help="cut iteration counts so the whole sweep takes about this long "
+           "(0: no limit); default 100")
     a("--inplace", action="store_true", help="MPI.IN_PLACE calls")
     a("--device", choices=DEVICES, default="cpu",
       help="where buffers live: host NumPy or CuPy device arrays")
