@@ -23,9 +23,10 @@ back-to-back calls, visits interleaved across contenders); every
 contender's output is checked exactly once after timing. float32 SUM,
 root 0. Rank 0 prints a table of the median µs per call (``p50``: all
 ranks' calls pooled, robust to the odd descheduled call that moves a
-mean on a busy machine) with the ratio to ``mpi4py``, then for allreduce the verdict against the targets of
-issue 4 (``--no-targets`` to skip). ``--json`` writes the benchmark's
-schema (``algorithm`` is the contender), ``--plot`` busbw by size.
+mean on a busy machine) with the ratio to ``mpi4py``, then for allreduce
+the verdict against the targets of issue 4 (``--no-targets`` to skip).
+``--json`` writes the benchmark's schema (``algorithm`` is the
+contender), ``--plot`` busbw by size.
 """
 
 from __future__ import annotations
