@@ -34,6 +34,7 @@ __all__ = [
     "Comm",
     "ConstraintError",
     "InvalidArgumentError",
+    "Mesh",
     "MpicollError",
     "Op",
     "OpTypeError",
@@ -45,3 +46,13 @@ __all__ = [
     "testall",
     "waitall",
 ]
+
+
+def __getattr__(name):
+    # Mesh loads on first use, so that ``python -m mpicoll.mesh`` runs the
+    # module fresh (runpy warns about a module the package imported).
+    if name == "Mesh":
+        from mpicoll.mesh import Mesh
+
+        return Mesh
+    raise AttributeError(f"module 'mpicoll' has no attribute {name!r}")

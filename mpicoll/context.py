@@ -22,15 +22,22 @@ When a buffer is big enough to hold a message over MPI's ``int`` count
 limit (2**31 - 1 bytes: messages travel as bytes), the schedule's long
 messages are split into chunks before binding
 (:mod:`mpicoll.schedule.chunk`); smaller calls pay one comparison.
+
+Finally it knows which ranks share a node (:attr:`Context.nodes`), and
+caches the node-local and cross-node communicators built from that, all on
+first use: topology-aware algorithms and ``Comm.node`` / ``Comm.leaders``
+read them from here.
 """
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 
 import numpy as np
 from mpi4py import MPI
 
+from mpicoll.errors import InvalidArgumentError
 from mpicoll.schedule.chunk import MAX_MESSAGE_BYTES, element_limit, split_messages
 from mpicoll.schedule.executor import Step, compile_plan
 from mpicoll.schedule.plan import bind
@@ -53,12 +60,16 @@ class CompiledPlan:
 
 class Context:
     def __init__(self, comm: MPI.Comm) -> None:
+        self.ranks_per_node = ranks_per_node(comm.Get_rank())
         self.comm = comm.Dup()
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         self._tag_ub = min(int(self.comm.Get_attr(MPI.TAG_UB)), 1 << 30)
         self._tag = 0
         self._plans: OrderedDict = OrderedDict()
+        self._nodes: tuple[int, ...] | None = None
+        self._node_comm: MPI.Intracomm | None = None
+        self._leader_comm: MPI.Intracomm | None = None
 
     def next_tag(self) -> int:
         self._tag = self._tag + 1 if self._tag < self._tag_ub else 1
@@ -78,8 +89,12 @@ class Context:
                 a is b for a, b in zip(entry.owners, owners)):
             self._plans.move_to_end(key)
             return entry
+        # Only topology-aware algorithms ask for the node map: finding it
+        # is collective the first time (every rank plans the same first
+        # call). It never changes for a context, so the key leaves it out.
         schedule = alg.schedule(self.rank, self.size, count, root=root,
-                                commutative=op is None or op.commutative)
+                                commutative=op is None or op.commutative,
+                                nodes=self.nodes if alg.topology else None)
         itemsize = send.dtype.itemsize
         # No message is longer than the largest buffer it lives in.
         if max(send.shape[0], recv.shape[0],
@@ -96,10 +111,84 @@ class Context:
                 self._plans.popitem(last=False)
         return entry
 
+    # ------------------------------------------------------------ nodes
+
+    @property
+    def nodes(self) -> tuple[int, ...]:
+        """The node index of every rank, nodes numbered 0.. in order of
+        their lowest rank: ``(0, 0, 1, 1, 2)`` for 5 ranks in nodes of 2.
+
+        Computed on first use and cached. With ``MPICOLL_RANKS_PER_NODE=k``
+        (read when the context was created) node ``i`` is ranks ``i*k`` to
+        ``i*k + k - 1``, with no communication. Otherwise the ranks that
+        share memory (``Split_type(COMM_TYPE_SHARED)``) form a node: one
+        ``Split_type`` and one small allgather, collective over the
+        communicator on first use.
+        """
+        if self._nodes is None:
+            k = self.ranks_per_node
+            if k is not None:
+                self._nodes = tuple(r // k for r in range(self.size))
+            else:
+                node = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
+                node_group, group = node.Get_group(), self.comm.Get_group()
+                lowest = node_group.Translate_ranks([0], group)[0]
+                node_group.Free()
+                group.Free()
+                lowests = self.comm.allgather(lowest)
+                index = {r: i for i, r in enumerate(sorted(set(lowests)))}
+                self._nodes = tuple(index[r] for r in lowests)
+                self._node_comm = node
+        return self._nodes
+
+    @property
+    def node_comm(self) -> MPI.Intracomm:
+        """The ranks of this rank's node, in rank order (a communicator of
+        the library's own); collective on first use (one ``Split`` when
+        ``MPICOLL_RANKS_PER_NODE`` is set, else what :attr:`nodes` costs)."""
+        nodes = self.nodes
+        if self._node_comm is None:
+            self._node_comm = self.comm.Split(nodes[self.rank], self.rank)
+        return self._node_comm
+
+    @property
+    def leader_comm(self) -> MPI.Intracomm:
+        """The lowest rank of each node, in rank order; ``MPI.COMM_NULL``
+        on the other ranks. Collective on first use: one ``Split`` (after
+        what :attr:`nodes` costs)."""
+        if self._leader_comm is None:
+            nodes = self.nodes
+            first = self.rank == nodes.index(nodes[self.rank])
+            self._leader_comm = self.comm.Split(
+                0 if first else MPI.UNDEFINED, self.rank)
+        return self._leader_comm
+
     def free(self) -> None:
         self._plans.clear()
+        for sub in (self._node_comm, self._leader_comm):
+            if sub is not None and sub != MPI.COMM_NULL:
+                forget(sub)
+                sub.Free()
+        self._node_comm = self._leader_comm = None
         if self.comm != MPI.COMM_NULL:
             self.comm.Free()
+
+
+def ranks_per_node(rank: int) -> int | None:
+    """``MPICOLL_RANKS_PER_NODE`` as a positive int, None if unset: a
+    single machine then behaves as nodes of that many consecutive ranks."""
+    text = os.environ.get("MPICOLL_RANKS_PER_NODE", "").strip()
+    if not text:
+        return None
+    try:
+        k = int(text)
+    except ValueError:
+        k = 0
+    if k < 1:
+        raise InvalidArgumentError(
+            f"MPICOLL_RANKS_PER_NODE must be a positive integer, got {text!r}",
+            rank=rank, collective="mpicoll.Comm")
+    return k
 
 
 def context_of(comm: MPI.Comm) -> Context:

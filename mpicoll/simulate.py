@@ -49,7 +49,8 @@ def garbage(n: int, dtype) -> np.ndarray:
 
 def simulate(collective: str, algorithm: str, inputs, *, count=None,
              op="sum", root: int = 0, inplace: bool = False,
-             max_message: int | None = None, **params) -> list[np.ndarray]:
+             max_message: int | None = None, nodes=None,
+             **params) -> list[np.ndarray]:
     """Run ``algorithm`` of ``collective`` on ``len(inputs)`` simulated ranks.
 
     ``inputs[r]`` is rank r's send buffer (for bcast: its buffer, read at the
@@ -63,7 +64,11 @@ def simulate(collective: str, algorithm: str, inputs, *, count=None,
     (elements) splits every longer message into chunks first, as the MPI
     layer does for messages over MPI's count limit
     (:func:`mpicoll.schedule.chunk.split_messages`); a tiny value exercises
-    that path on small data.
+    that path on small data. ``nodes`` gives the node of every rank
+    (``(0, 0, 1, 1, 2)``: five ranks in nodes of two; default one node)
+    to topology-aware algorithms such as ``"hierarchical"``, so their
+    schedules can be studied for machines one does not have; the other
+    algorithms ignore it.
     """
     size = len(inputs)
     alg = lookup(collective, algorithm)
@@ -101,7 +106,7 @@ def simulate(collective: str, algorithm: str, inputs, *, count=None,
                              f"elements, {collective} needs {n_send}")
         schedule = alg.schedule(rank, size, count, root=root,
                                 commutative=op is None or op.commutative,
-                                **params)
+                                nodes=nodes, **params)
         if max_message is not None:
             schedule = split_messages(schedule, max_message)
         arrays = {"send": send, "recv": recv,

@@ -3,7 +3,8 @@
 Real chunking only starts at 2 GiB messages; here a tiny element limit (1 to
 3 elements) makes every algorithm's messages split, and the simulator checks
 that the split schedules still match up (no truncation, deadlock or receive
-overlap) and compute exactly what the unsplit ones do.
+overlap) and compute exactly what the unsplit ones do. Topology-aware
+algorithms run on several node maps (:func:`node_maps`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,15 @@ COUNTS = (0, 1, 7, 33)
 LIMITS = (1, 2, 3)
 
 
+def node_maps(alg, p):
+    """Node maps for a topology-aware algorithm (one node, nodes of two,
+    uneven for odd p, and round-robin); None for the others."""
+    if not alg.topology:
+        return [None]
+    return [(0,) * p, tuple(r // 2 for r in range(p)),
+            tuple(r % 2 for r in range(p))]
+
+
 def hand_built(collective):
     return [n for n in algorithms(collective) if not lookup(collective, n).native]
 
@@ -62,21 +72,28 @@ def test_split_runs_match_unsplit(collective, name):
     alg = lookup(collective, name)
     for p in SIZES:
         for count in COUNTS:
-            xs = inputs(collective, p, count, rng)
-            want = simulate(collective, name, xs, count=count)
-            for limit in LIMITS:
-                case = f"{collective}/{name} p={p} count={count} limit={limit}"
-                got = simulate(collective, name, xs, count=count,
-                               max_message=limit)
-                for r, (g, w) in enumerate(zip(got, want)):
-                    assert np.array_equal(g, w), f"{case}: rank {r}"
-                for r in range(p):
-                    s = alg.schedule(r, p, count)
-                    split = split_messages(s, limit)
-                    spans = [m.span for rnd in split.rounds
-                             for m in (*rnd.sends, *rnd.recvs)]
-                    assert all(len(sp) <= limit for sp in spans), case
-                    assert split.messages >= s.messages, case
+            for nodes in node_maps(alg, p):
+                check_split(collective, name, p, count, nodes,
+                            inputs(collective, p, count, rng))
+
+
+def check_split(collective, name, p, count, nodes, xs):
+    alg = lookup(collective, name)
+    want = simulate(collective, name, xs, count=count, nodes=nodes)
+    for limit in LIMITS:
+        case = (f"{collective}/{name} p={p} count={count} limit={limit} "
+                f"nodes={nodes}")
+        got = simulate(collective, name, xs, count=count, max_message=limit,
+                       nodes=nodes)
+        for r, (g, w) in enumerate(zip(got, want)):
+            assert np.array_equal(g, w), f"{case}: rank {r}"
+        for r in range(p):
+            s = alg.schedule(r, p, count, nodes=nodes)
+            split = split_messages(s, limit)
+            spans = [m.span for rnd in split.rounds
+                     for m in (*rnd.sends, *rnd.recvs)]
+            assert all(len(sp) <= limit for sp in spans), case
+            assert split.messages >= s.messages, case
 
 
 def test_algorithms_present():

@@ -18,10 +18,12 @@ from mpicoll.coll import (  # noqa: F401  (imported to register)
     barrier,
     bcast,
     gather,
+    hierarchical,
     reduce,
     reduce_scatter,
     scan,
     scatter,
+    torus,
 )
 from mpicoll.coll.registry import Algorithm, algorithms, lookup, register
 

@@ -11,8 +11,11 @@ builders also get ``root=``; reducing collectives' builders get
 ``commutative=`` (an order-keeping schedule may differ from the fastest
 one); reduce-scatter, allgatherv, gatherv and scatterv builders get the
 per-rank ``counts`` tuple as ``count``, alltoallv builders the whole matrix
-as a tuple of tuples (:mod:`mpicoll.schedule.layout`). Schedules are cached
-per argument tuple.
+as a tuple of tuples (:mod:`mpicoll.schedule.layout`). Topology-aware
+builders (registered with ``topology=True``) also get ``nodes=``, the node
+of every rank (:func:`~mpicoll.topo.canonical_nodes`: a tuple, nodes
+numbered in order of their lowest rank; one node when the caller has no
+map). Schedules are cached per argument tuple.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Mapping
 
 from mpicoll.schedule.core import Schedule
 from mpicoll.schedule.layout import COLLECTIVES, PER_RANK_COUNTS, block_counts
+from mpicoll.topo import canonical_nodes
 
 ROOTED = ("reduce", "bcast", "gather", "scatter", "gatherv", "scatterv")
 REDUCING = ("allreduce", "reduce", "reduce_scatter_block", "reduce_scatter",
@@ -37,6 +41,7 @@ class Algorithm:
     build: Callable[..., Schedule] | None  # None: the MPI library's own call
     commutative_only: bool = False
     params: Mapping[str, object] = field(default_factory=dict)
+    topology: bool = False  # the builder takes nodes= (which rank is where)
 
     @property
     def native(self) -> bool:
@@ -56,24 +61,32 @@ class Algorithm:
         return None
 
     def schedule(self, rank: int, size: int, count, *, root: int = 0,
-                 commutative: bool = True, **params) -> Schedule:
-        """The (cached) schedule of ``rank``; ``params`` override defaults."""
+                 commutative: bool = True, nodes=None, **params) -> Schedule:
+        """The (cached) schedule of ``rank``; ``params`` override defaults.
+
+        ``nodes`` (the node of every rank, None: one node) reaches
+        topology-aware builders only; the others run the same everywhere.
+        """
         merged = tuple(sorted({**self.params, **params}.items()))
         if self.collective in (*PER_RANK_COUNTS, "reduce_scatter_block"):
             count = block_counts(self.collective, size, count)
         elif self.collective == "alltoallv":
             count = tuple(map(tuple, count))
-        return _build(self, rank, size, count, root, commutative, merged)
+        nodes = canonical_nodes(nodes, size) if self.topology else None
+        return _build(self, rank, size, count, root, commutative, nodes,
+                      merged)
 
 
 @lru_cache(maxsize=4096)
-def _build(alg: Algorithm, rank, size, count, root, commutative,
+def _build(alg: Algorithm, rank, size, count, root, commutative, nodes,
            params) -> Schedule:
     kwargs = dict(params)
     if alg.collective in ROOTED:
         kwargs["root"] = root
     if alg.collective in REDUCING:
         kwargs["commutative"] = commutative
+    if alg.topology:
+        kwargs["nodes"] = nodes
     return alg.build(rank, size, count, **kwargs)
 
 
@@ -83,8 +96,9 @@ _REGISTRY: dict[str, dict[str, Algorithm]] = {
 
 
 def register(collectives, name: str, *, commutative_only: bool = False,
-             **params):
-    """Decorator: register a builder under ``name`` for one or more collectives."""
+             topology: bool = False, **params):
+    """Decorator: register a builder under ``name`` for one or more
+    collectives; ``topology=True`` for builders that take ``nodes=``."""
     if isinstance(collectives, str):
         collectives = (collectives,)
 
@@ -93,7 +107,7 @@ def register(collectives, name: str, *, commutative_only: bool = False,
             if name in _REGISTRY[c]:
                 raise ValueError(f"{c} algorithm {name!r} registered twice")
             _REGISTRY[c][name] = Algorithm(
-                c, name, build, commutative_only, dict(params)
+                c, name, build, commutative_only, dict(params), topology
             )
         return build
 
