@@ -148,8 +148,9 @@ class Comm(PointToPoint):
                 root, native, owners, async_op, finish=None, memo=None):
         """Choose, then run natively or by schedule; blocking or a Work.
 
-        ``native(nonblocking)`` makes the MPI library's call (returning its
-        request when nonblocking); ``owners`` are the caller's objects behind
+        ``native(nonblocking)`` prepares the MPI library's call (made here;
+        it returns a request when nonblocking, and a blocking one is what
+        a replay makes again); ``owners`` are the caller's objects behind
         ``send``/``recv`` (plan cache key, kept alive while in flight);
         ``finish`` runs once the result is in ``recv``; ``memo`` is the
         ``(key, objects)`` under which a blocking call is kept for replay.
@@ -168,12 +169,13 @@ class Comm(PointToPoint):
         if async_op:
             where = {**self._where(collective), "algorithm": alg.name}
         if alg.native:
+            call = native(async_op)
             if async_op:
-                return Work(where=where, request=native(True), finish=finish,
+                return Work(where=where, request=call(), finish=finish,
                             keep=owners)
-            native(False)
+            call()
             if memo is not None:
-                self._remember(memo, partial(native, False), finish)
+                self._remember(memo, call, finish)
         else:
             plan = self._ctx.plan(alg, count, root, op, send, recv, owners)
             tag = self._ctx.next_tag()
@@ -198,11 +200,12 @@ class Comm(PointToPoint):
 
     # ------------------------------------------------------------- replay
 
-    def _mpi(self, name: str, nonblocking: bool):
-        """The private communicator's call ``name``, or its ``I`` twin."""
+    def _prepared(self, name: str, nonblocking: bool, *args) -> partial:
+        """The private communicator's call ``name`` (or its ``I`` twin) with
+        ``args`` bound, not yet made: a replayed call makes it directly."""
         if nonblocking:
             name = "I" + name[0].lower() + name[1:]
-        return getattr(self._ctx.comm, name)
+        return partial(getattr(self._ctx.comm, name), *args)
 
     def _run_steps(self, steps) -> None:
         run(steps, self._ctx.comm, self._ctx.next_tag())
@@ -211,18 +214,20 @@ class Comm(PointToPoint):
         """Run a blocking call again if this exact call on these very
         objects was checked before; False if it must take the full path.
 
-        A hit costs a dict lookup and identity checks instead of parsing
-        buffer specifications and choosing again. Entries hold the objects
-        (so their ids cannot be reused) and their dtypes (an array's dtype
-        can be reassigned in place; its size and memory cannot while the
-        plan's views exist).
+        ``key`` holds the objects' ids and the entry holds the objects, so
+        while the entry lives no other object can have those ids: a hit is
+        this very call on these very objects. What can still change is an
+        array's dtype (reassignable in place; its size and memory cannot
+        change while the plan's views exist), so that is checked. A hit
+        costs a dict lookup and a dtype comparison per array instead of
+        parsing buffer specifications and choosing again.
         """
         entry = self._replays.get(key)
         if entry is None:
             return False
-        held, dtypes, runner, finish = entry
-        for obj, ref, dtype in zip(objects, held, dtypes):
-            if obj is not ref or (dtype is not None and obj.dtype is not dtype):
+        arrays, dtypes, runner, finish, _held = entry
+        for array, dtype in zip(arrays, dtypes):
+            if array.dtype is not dtype:
                 return False
         runner()
         if finish is not None:
@@ -233,8 +238,11 @@ class Comm(PointToPoint):
         key, objects = memo
         if len(self._replays) >= REPLAYS:
             self._replays.clear()
-        dtypes = tuple(getattr(o, "dtype", None) for o in objects)
-        self._replays[key] = (objects, dtypes, runner, finish)
+        arrays = tuple(o for o in objects if hasattr(o, "dtype"))
+        # The entry holds ``objects`` so that the ids in ``key`` cannot be
+        # reused while it exists.
+        self._replays[key] = (arrays, tuple(a.dtype for a in arrays), runner,
+                              finish, objects)
 
     # ----------------------------------------------------- argument parsing
 
@@ -269,11 +277,12 @@ class Comm(PointToPoint):
         return int(root)
 
     def _need(self, buf: np.ndarray, n: int, collective, what) -> np.ndarray:
-        """The first ``n`` elements of ``buf``, or a clear error."""
+        """The first ``n`` elements of ``buf`` (``buf`` itself if that is
+        all of it), or a clear error."""
         if buf.size < n:
             raise BufferSpecError(f"{what} holds {buf.size} elements, "
                                   f"needs {n}", **self._where(collective))
-        return buf[:n]
+        return buf if buf.size == n else buf[:n]
 
     def _vectors(self, sendbuf, recvbuf, collective):
         """``(send, recv)`` of equal length for an allreduce-style call;
@@ -283,7 +292,12 @@ class Comm(PointToPoint):
             return rbuf, rbuf
         send = self._buffer(sendbuf, collective, "sendbuf")
         self._same_type(send, rbuf, collective)
-        return send, self._need(rbuf, send.size, collective, "recvbuf")
+        recv = self._need(rbuf, send.size, collective, "recvbuf")
+        if send.size and np.may_share_memory(send, recv):  # contiguous: exact
+            raise BufferSpecError("sendbuf and recvbuf overlap; pass "
+                                  "MPI.IN_PLACE as sendbuf for an in-place "
+                                  "call", **self._where(collective))
+        return send, recv
 
     def _same_type(self, send: np.ndarray, recv: np.ndarray,
                    collective) -> None:
@@ -319,7 +333,7 @@ class Comm(PointToPoint):
     def _allreduce(self, send, recv, op, algorithm, owners, async_op,
                    memo=None):
         def native(nonblocking):
-            return self._mpi("Allreduce", nonblocking)(
+            return self._prepared("Allreduce", nonblocking,
                 IN_PLACE if send is recv else send, recv, native_op(op))
 
         return self._launch("allreduce", algorithm, send=send, recv=recv,
@@ -356,7 +370,7 @@ class Comm(PointToPoint):
     def _reduce(self, send, recv, op, root, algorithm, owners, async_op,
                 memo=None):
         def native(nonblocking):
-            return self._mpi("Reduce", nonblocking)(
+            return self._prepared("Reduce", nonblocking,
                 IN_PLACE if send is recv else send,
                 recv if self.rank == root else None, native_op(op), root)
 
@@ -381,7 +395,7 @@ class Comm(PointToPoint):
 
     def _bcast(self, data, root, algorithm, owners, async_op, memo=None):
         def native(nonblocking):
-            return self._mpi("Bcast", nonblocking)(data, root)
+            return self._prepared("Bcast", nonblocking, data, root)
 
         return self._launch("bcast", algorithm, send=data[:0], recv=data,
                             count=data.size, op=None, root=root,
@@ -451,12 +465,12 @@ class Comm(PointToPoint):
         def native(nonblocking):
             s = IN_PLACE if inplace else send
             if c == "allgather":
-                return self._mpi("Allgather", nonblocking)(s, recv)
+                return self._prepared("Allgather", nonblocking, s, recv)
             if c == "allgatherv":
-                return self._mpi("Allgatherv", nonblocking)(
+                return self._prepared("Allgatherv", nonblocking,
                     s, [recv, list(count)])
             r = recv if self.rank == root else None
-            return self._mpi("Gather", nonblocking)(s, r, root)
+            return self._prepared("Gather", nonblocking, s, r, root)
 
         return self._launch(c, algorithm, send=send, recv=recv, count=count,
                             op=None, root=root, native=native, owners=owners,
@@ -581,7 +595,7 @@ class Comm(PointToPoint):
         def native(nonblocking):
             s = IN_PLACE if sendbuf is IN_PLACE else send
             r = [recv, list(counts)] if self.rank == root else None
-            return self._mpi("Gatherv", nonblocking)(s, r, root)
+            return self._prepared("Gatherv", nonblocking, s, r, root)
 
         return self._launch(c, algorithm, send=send, recv=recv, count=counts,
                             op=None, root=root, native=native, owners=owners,
@@ -626,7 +640,7 @@ class Comm(PointToPoint):
 
         def native(nonblocking):
             s = [send, list(counts)] if self.rank == root else None
-            return self._mpi("Scatterv", nonblocking)(
+            return self._prepared("Scatterv", nonblocking,
                 s, IN_PLACE if inplace else recv, root)
 
         return self._launch(c, algorithm, send=send, recv=recv, count=counts,
@@ -676,7 +690,7 @@ class Comm(PointToPoint):
         send = send[:sum(scounts)]
 
         def native(nonblocking):
-            return self._mpi("Alltoallv", nonblocking)(
+            return self._prepared("Alltoallv", nonblocking,
                 [send, list(scounts)], [recv, list(rcounts)])
 
         return self._launch(c, algorithm, send=send, recv=recv, count=matrix,
@@ -717,7 +731,7 @@ class Comm(PointToPoint):
 
         def native(nonblocking):
             s = send if self.rank == root else None
-            return self._mpi("Scatter", nonblocking)(
+            return self._prepared("Scatter", nonblocking,
                 s, IN_PLACE if inplace else recv, root)
 
         return self._launch(c, algorithm, send=send, recv=recv, count=count,
@@ -749,7 +763,7 @@ class Comm(PointToPoint):
         recv = self._need(recv, count * self.size, c, "recvbuf")
 
         def native(nonblocking):
-            return self._mpi("Alltoall", nonblocking)(send, recv)
+            return self._prepared("Alltoall", nonblocking, send, recv)
 
         return self._launch(c, algorithm, send=send, recv=recv, count=count,
                             op=None, root=0, native=native,
@@ -789,7 +803,7 @@ class Comm(PointToPoint):
               memo=None):
         def native(nonblocking):
             name = "Scan" if c == "scan" else "Exscan"
-            return self._mpi(name, nonblocking)(
+            return self._prepared(name, nonblocking,
                 IN_PLACE if send is recv else send, recv, native_op(op))
 
         return self._launch(c, algorithm, send=send, recv=recv,
@@ -875,9 +889,9 @@ class Comm(PointToPoint):
 
         def native(nonblocking):
             if c == "reduce_scatter_block":
-                return self._mpi("Reduce_scatter_block", nonblocking)(
+                return self._prepared("Reduce_scatter_block", nonblocking,
                     send, recv, native_op(op))
-            return self._mpi("Reduce_scatter", nonblocking)(
+            return self._prepared("Reduce_scatter", nonblocking,
                 send, recv, list(counts), native_op(op))
 
         return self._launch(c, algorithm, send=send, recv=recv, count=count,
@@ -1023,7 +1037,7 @@ class Comm(PointToPoint):
 
         def native(nonblocking):
             s = send if self.rank == root else None
-            return self._mpi("Scatter", nonblocking)(s, recv, root)
+            return self._prepared("Scatter", nonblocking, s, recv, root)
 
         return self._launch(c, algorithm, send=send, recv=recv,
                             count=recv.size, op=None, root=root,
@@ -1051,7 +1065,7 @@ class Comm(PointToPoint):
                     **self._where(c))
 
             def native(nonblocking):
-                return self._mpi("Alltoall", nonblocking)(send, recv)
+                return self._prepared("Alltoall", nonblocking, send, recv)
 
             return self._launch(c, algorithm, send=send, recv=recv,
                                 count=send.size // self.size, op=None,
@@ -1128,7 +1142,7 @@ class Comm(PointToPoint):
         empty = np.empty(0, np.uint8)
 
         def native(nonblocking):
-            return self._mpi("Barrier", nonblocking)()
+            return self._prepared("Barrier", nonblocking)
 
         return self._launch("barrier", algorithm, send=empty, recv=empty,
                             count=0, op=None, root=0, native=native,

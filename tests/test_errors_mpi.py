@@ -38,6 +38,17 @@ def test_receive_buffer_too_small(comm):
         comm.Allgather(x, np.empty(10 * comm.size - 1))
 
 
+@pytest.mark.parametrize("algorithm", ["native", "recursive_doubling"])
+def test_overlapping_send_and_receive_buffers(comm, algorithm):
+    x = np.arange(8.0)
+    for send, recv in ((x, x), (x[:6], x[2:8])):
+        with pytest.raises(errors.BufferSpecError, match="IN_PLACE") as info:
+            comm.Allreduce(send, recv, MPI.SUM, algorithm=algorithm)
+        assert where(comm, "allreduce") in str(info.value)
+    assert np.array_equal(x, np.arange(8.0))  # nothing moved
+    comm.Scan(x[:4], x[4:], MPI.SUM, algorithm=algorithm)  # adjacent is fine
+
+
 def test_root_out_of_range(comm):
     with pytest.raises(errors.InvalidArgumentError) as info:
         comm.Bcast(np.ones(3), root=comm.size)
