@@ -17,15 +17,26 @@ A named algorithm (1 or 2) whose declared constraints rule it out raises
 algorithms whose constraints hold, falling back to ``native``. Every choice
 carries a reason, so "which algorithm ran and why" has an answer.
 
-The default rules come from ``bench/allreduce_speed.py`` at 2 ranks on the
-development machines (2 cores; the README's speed table): below
-:data:`SMALL` the MPI library's own call wins, because a hand-built call
-pays about a microsecond of Python per round and per call; from there to
-:data:`MEDIUM` at two ranks recursive doubling wins (one exchange of the
-whole vector); above, the bandwidth-bound algorithms (Rabenseifner, ring,
-scatter-allgather), which send each byte about twice instead of ``log2 p``
-times. Rules for more than two ranks follow MPICH's choices and were not
-measured here (more ranks than cores make timings meaningless).
+The default rules come from the benchmark at 2 ranks on the development
+machines (2 cores; ``docs/performance.md``, ``bash bench/performance.sh``):
+below :data:`SMALL` the MPI library's own call wins or ties, because a
+hand-built call pays about a microsecond of Python per call and per round;
+above it, per collective:
+
+- allreduce: at two ranks recursive doubling up to :data:`MEDIUM` (one
+  exchange of the whole vector), then the bandwidth-bound algorithms
+  (Rabenseifner, ring), which send each byte about twice instead of
+  ``log2 p`` times; 0.5-0.7x the library's time from 16 KiB up;
+- reduce: at two ranks the binomial tree (one message; 0.15-0.5x),
+  beyond, Rabenseifner;
+- reduce_scatter(_block): ring or pairwise (0.4-0.6x from 64 KiB);
+- scan and exscan: recursive doubling (0.1-0.4x: MPICH's own is slow here);
+- bcast and allgather: the library at two ranks (hand-built ties or loses
+  by up to 14%: one message either way), van de Geijn / ring beyond;
+- everything else: the library (not faster by hand here, or unmeasured).
+
+Rules for more than two ranks follow MPICH's choices and were not measured
+here (more ranks than cores make timings meaningless).
 """
 
 from __future__ import annotations
@@ -50,21 +61,24 @@ MEDIUM = 1024 * 1024  # bytes: at 2 ranks, recursive doubling below
 
 def _preferences(collective: str, size: int, nbytes: int) -> tuple[str, ...]:
     """Hand-built algorithms to try, best first, for a message of ``nbytes``
-    (the send buffer; bcast: the buffer) above :data:`SMALL`."""
+    (the send buffer; bcast: the buffer) above :data:`SMALL`; none: the
+    library's call."""
+    pair = size == 2
     if collective == "allreduce":
-        if size == 2 and nbytes < MEDIUM:
+        if pair and nbytes < MEDIUM:
             return ("recursive_doubling",)
         return ("rabenseifner", "ring", "recursive_doubling")
     if collective == "reduce":
-        return ("rabenseifner", "binomial")
-    if collective == "bcast":
-        return ("binomial",) if size <= 2 else ("scatter_allgather",
-                                                "binomial")
-    if collective == "allgather":
-        return ("ring",)
+        return ("binomial",) if pair else ("rabenseifner", "binomial")
     if collective in ("reduce_scatter", "reduce_scatter_block"):
         return ("ring", "pairwise")
-    return ()  # barrier, and collectives not yet measured: the library
+    if collective in ("scan", "exscan"):
+        return ("recursive_doubling",)
+    if collective == "bcast" and not pair:
+        return ("scatter_allgather", "binomial")
+    if collective == "allgather" and not pair:
+        return ("ring",)
+    return ()
 
 
 class Choice(NamedTuple):
