@@ -163,7 +163,7 @@ def measure_size(comm, case, makers: dict, hand_built: list[str], *,
     bufs = harness.make_buffers(case, comm.rank, comm.size)
     calls = {name: make(case, bufs)[0] for name, make in makers.items()}
     probe = harness.warm_up(world, calls, warmup)
-    iters = harness.fit_iterations(world, probe, len(calls), iters, budget)
+    iters = harness.fit_iterations(world, probe, iters, budget)
     times = harness.timed_rounds(world, calls, iters, rounds)
     rows = {}
     for name, make in makers.items():
@@ -213,14 +213,21 @@ def print_table(name: str, rows: list[dict], nranks: int, level: str) -> None:
             bad = " WRONG" if at[n]["wrong"] else ""
             cells.append(f"{t:>13.1f} ({t / base:5.2f}){bad}")
         print(f"{nbytes:>10} " + " ".join(f"{c:>22}" for c in cells))
-    picks = {}
-    for r in rows:
-        if r["algorithm"] in ("mpicoll auto", "mpicoll best"):
-            picks.setdefault(r["algorithm"], {}).setdefault(
-                r["chosen"], r["nbytes"])
-    for who, first in picks.items():
-        spans = ", ".join(f"{alg} from {n} B" for alg, n in first.items())
-        print(f"# {who}: {spans}")
+    for who in ("mpicoll auto", "mpicoll best"):
+        print(f"# {who}: {spans([r for r in rows if r['algorithm'] == who])}")
+
+
+def spans(rows: list[dict]) -> str:
+    """The algorithms ``rows`` chose, as runs of consecutive sizes:
+    ``native 8-8192 B, recursive_doubling 32768-524288 B``."""
+    runs: list[list] = []
+    for r in sorted(rows, key=lambda r: r["nbytes"]):
+        if runs and runs[-1][0] == r["chosen"]:
+            runs[-1][2] = r["nbytes"]
+        else:
+            runs.append([r["chosen"], r["nbytes"], r["nbytes"]])
+    return ", ".join(f"{name} {lo}-{hi} B" if lo != hi else f"{name} {lo} B"
+                     for name, lo, hi in runs)
 
 
 def target_verdicts(rows: list[dict]) -> list[str]:

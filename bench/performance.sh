@@ -5,7 +5,7 @@
 # .venv/bin/pip install torch==2.13.0), then writes OUTDIR/<run>.txt (the
 # tables as printed), .json and .png:
 #   bench-nN     the default sweep of python -m mpicoll.bench at N = 2, 4, 8
-#   peers-n2     bench/peers.py at 2 ranks, 8 B .. 64 MiB
+#   peers-n2     bench/peers.py at 2 ranks, 8 B .. 32 MiB by factors of 4
 #   osu-n2-C     bench/osu_check.py at 2 ranks for C = allreduce, bcast
 # Only 2 ranks fit the 2 cores of the development machines: the 4- and
 # 8-rank runs are oversubscribed (MPIR_CVAR_ENABLE_HEAVY_YIELD=1 set for
@@ -33,7 +33,7 @@ for np in 2 4 8; do
     launch "$np" "bench-n$np" -m mpicoll.bench \
         --json "$out/bench-n$np.json" --plot "$out/bench-n$np.png"
 done
-launch 2 peers-n2 bench/peers.py -e 64M \
+launch 2 peers-n2 bench/peers.py -e 64M --time-budget 300 \
     --json "$out/peers-n2.json" --plot "$out/peers-n2.png"
 for c in allreduce bcast; do
     launch 2 "osu-n2-$c" bench/osu_check.py -c "$c"

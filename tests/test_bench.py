@@ -157,9 +157,12 @@ def _rec(alg, avg, nbytes=8, wrong=0):
 
 
 def test_summary_and_flat():
-    recs = [_rec("native", 10.0), _rec("ring", 5.0), _rec("auto", 1.0),
+    recs = [_rec("native", 10.0), _rec("ring", 5.0), _rec("auto", 4.0),
             _rec("bruck", 1.0, wrong=3)]
-    assert summary(recs, "allreduce") == [(8, "ring", 2.0)]
+    recs[2]["chosen"] = "ring"
+    assert summary(recs, "allreduce") == [(8, "ring", 2.0, "ring", 2.5)]
+    assert summary(recs[1:], "allreduce") == [(8, "ring", None, "ring",
+                                               None)]
     row = flat(recs[0])
     assert row["time_us_avg"] == 10.0 and "time_us" not in row
 

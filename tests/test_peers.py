@@ -84,3 +84,9 @@ def test_progress_follows_the_terminal(monkeypatch):
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
     assert not parse_args([], 0, 2).progress
     assert parse_args(["--progress"], 0, 2).progress
+
+
+def test_spans_are_runs_of_sizes():
+    rows = [_row("mpicoll auto", 1.0, n, chosen=c) for n, c in
+            ((32, "native"), (8, "native"), (128, "ring"), (512, "native"))]
+    assert peers.spans(rows) == "native 8-32 B, ring 128 B, native 512 B"

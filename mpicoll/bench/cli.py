@@ -23,6 +23,7 @@ import datetime
 import json
 import sys
 import time
+from typing import NamedTuple
 
 import numpy as np
 from mpi4py import MPI
@@ -271,36 +272,58 @@ def _show_rows(args, rows: list[dict]) -> None:
               f" {r['busbw_gbps']:>7.3f} {r['wrong']:>6}{mark}", flush=True)
 
 
-def summary(records: list[dict], collective: str) -> list[tuple]:
-    """Per size of ``collective``: (nbytes, best algorithm, speed-up over
-    native or None)."""
+class SizeSummary(NamedTuple):
+    """One size of a collective's closing summary."""
+    nbytes: int
+    best: str | None  # the fastest right algorithm, auto left out
+    best_speedup: float | None  # native time / best time
+    auto: str | None  # what auto chose
+    auto_speedup: float | None  # native time / auto time
+
+
+def summary(records: list[dict], collective: str) -> list[SizeSummary]:
+    """Per size of ``collective``: the best algorithm and what auto chose,
+    each with its speed-up over native (None where not measured)."""
     by_size: dict[int, list[dict]] = {}
     for r in records:
         if r["collective"] == collective:
             by_size.setdefault(r["nbytes"], []).append(r)
     out = []
     for nbytes, rows in by_size.items():
+        native = next((r for r in rows if r["algorithm"] == "native"), None)
+        auto = next((r for r in rows if r["algorithm"] == "auto"), None)
         best = _fastest(rows)
-        native = [r for r in rows if r["algorithm"] == "native"]
-        speedup = None
-        if best and native and best["time_us"]["avg"] > 0:
-            speedup = native[0]["time_us"]["avg"] / best["time_us"]["avg"]
-        out.append((nbytes, best["algorithm"] if best else None, speedup))
+        out.append(SizeSummary(nbytes, best and best["algorithm"],
+                               _speedup(native, best), auto and auto["chosen"],
+                               _speedup(native, auto)))
     return out
+
+
+def _speedup(native: dict | None, row: dict | None) -> float | None:
+    """Native's average time over ``row``'s, None if either is missing."""
+    if row is None or native is None or row["time_us"]["avg"] <= 0:
+        return None
+    return native["time_us"]["avg"] / row["time_us"]["avg"]
 
 
 def _close_table(comm, args, records, collective) -> None:
     """Rank 0: the closing summary of ``collective``'s table."""
     if collective is None or comm.rank != 0 or args.quiet:
         return
-    print(f"# {collective} summary: best algorithm per size "
-          f"(speed-up over native)")
-    for nbytes, best, speedup in summary(records, collective):
-        gain = f"{speedup:.2f}x" if speedup else "-"
-        print(f"#   {nbytes:>10} B  {best or '(none right)':<24} {gain}")
+    print(f"# {collective} summary: per size, the best algorithm and what "
+          f"auto chose, with speed-ups over native")
+    for row in summary(records, collective):
+        best = f"{row.best or '(none right)'} {_times(row.best_speedup)}"
+        auto = f"auto({row.auto}) {_times(row.auto_speedup)}" \
+            if row.auto else ""
+        print(f"#   {row.nbytes:>10} B  {best:<34} {auto}")
     wrong = sum(r["wrong"] for r in records if r["collective"] == collective)
     verdict = f"{wrong} wrong elements" if wrong else "all results right"
     print(f"# {collective}: {verdict}", flush=True)
+
+
+def _times(speedup: float | None) -> str:
+    return f"{speedup:.2f}x" if speedup else "-"
 
 
 def header(comm, argv) -> dict:

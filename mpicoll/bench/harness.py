@@ -128,13 +128,12 @@ def time_batch(world, call, n: int) -> np.ndarray:
 
 
 def warm_up(world, calls: dict, warmup: int) -> float:
-    """Run each call ``warmup`` times (at least once); the slowest rank's
-    seconds per call of the slowest algorithm."""
-    worst = 0.0
-    for call in calls.values():
-        worst = max(worst, float(time_batch(world, call, max(1, warmup))
-                                 .mean()))
-    return world.allreduce(worst, op=MPI.MAX)
+    """Run each call ``warmup`` times (at least once); seconds for one call
+    of each, added up (the slowest rank's): what one iteration of every
+    algorithm costs."""
+    total = sum(float(time_batch(world, call, max(1, warmup)).mean())
+                for call in calls.values())
+    return world.allreduce(total, op=MPI.MAX)
 
 
 def timed_rounds(world, calls: dict, iters: int,
@@ -181,14 +180,14 @@ def mismatches(out, want: np.ndarray | None) -> int:
     return int(np.count_nonzero(got != want)) + want.size - got.size
 
 
-def fit_iterations(world, probe: float, ncalls: int, iters: int,
+def fit_iterations(world, probe: float, iters: int,
                    budget: float | None) -> int:
-    """At most ``iters``, fewer if ``ncalls`` algorithms at ``probe``
-    seconds per call would overrun ``budget`` seconds; at least 1; the
-    same on every rank."""
+    """At most ``iters``, fewer if iterations of ``probe`` seconds (one
+    call of every algorithm) would overrun ``budget`` seconds; at least
+    1; the same on every rank."""
     if budget is None:
         return iters
-    fit = int(budget / max(probe * ncalls, 1e-9))
+    fit = int(budget / max(probe, 1e-9))
     return world.bcast(max(1, min(iters, fit)))
 
 
@@ -204,7 +203,7 @@ def measure(comm, case: Case, algorithms: list[str], *, iters: int,
     bufs = make_buffers(case, comm.rank, comm.size)
     calls = {a: caller(comm, case, bufs, a, timeout) for a in algorithms}
     probe = warm_up(world, calls, warmup)
-    iters = fit_iterations(world, probe, len(calls), iters, budget)
+    iters = fit_iterations(world, probe, iters, budget)
     times = timed_rounds(world, calls, iters)
     return [record(comm, case, a, summarize(world, times[a]), iters,
                    count_wrong(comm, case, a, timeout) if check else 0)
