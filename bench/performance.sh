@@ -7,6 +7,8 @@
 #   bench-nN     the default sweep of python -m mpicoll.bench at N = 2, 4, 8
 #   peers-n2     bench/peers.py at 2 ranks, 8 B .. 32 MiB by factors of 4
 #   osu-n2-C     bench/osu_check.py at 2 ranks for C = allreduce, bcast
+#   overlap-n2-A bench/overlap.py at 2 ranks, --offload-ms 5, A = native,
+#                ring, and ring with the progress thread off
 # Only 2 ranks fit the 2 cores of the development machines: the 4- and
 # 8-rank runs are oversubscribed (MPIR_CVAR_ENABLE_HEAVY_YIELD=1 set for
 # them), good for correctness and the tables' shape, not for speed.
@@ -38,3 +40,10 @@ launch 2 peers-n2 bench/peers.py -e 64M --time-budget 300 \
 for c in allreduce bcast; do
     launch 2 "osu-n2-$c" bench/osu_check.py -c "$c"
 done
+export OMP_NUM_THREADS=1  # one BLAS thread per rank: 2 ranks, 2 cores
+for a in native ring; do
+    launch 2 "overlap-n2-$a" bench/overlap.py --algorithm "$a" \
+        --offload-ms 5 --plot "$out/overlap-n2-$a.png"
+done
+MPICOLL_PROGRESS_THREAD=0 launch 2 overlap-n2-ring-nothread \
+    bench/overlap.py --algorithm ring --offload-ms 5

@@ -9,6 +9,7 @@
     mpicoll.algorithms("allreduce")   # ['native', 'recursive_doubling', ...]
 """
 
+from mpicoll.bucketing import GradientBucketer
 from mpicoll.coll.registry import algorithms
 from mpicoll.comm import Comm, set_explain
 from mpicoll.errors import (
@@ -33,6 +34,7 @@ __all__ = [
     "CollectiveTimeoutError",
     "Comm",
     "ConstraintError",
+    "GradientBucketer",
     "InvalidArgumentError",
     "Mesh",
     "MpicollError",

@@ -2,12 +2,15 @@
 
 Like torch.distributed's ``Work``: ``wait(timeout=None)``, ``test()``,
 ``is_completed()``; and like an mpi4py request: ``Wait()``, ``Test()``, with
-:func:`waitall` and :func:`testall` for lists. A hand-built algorithm
-advances its schedule whenever the handle is tested or waited on (MPI
-progresses messages already posted on its own); a native call wraps the MPI
-library's own nonblocking request. Either way ``finish`` (copying a staged
-result to where the caller wants it, and releasing scratch) runs exactly
-once, when the operation completes."""
+:func:`waitall` and :func:`testall` for lists. A hand-built algorithm's
+schedule advances on the progress thread (:mod:`mpicoll.progress`) while
+the caller computes, and whenever the handle is tested or waited on (the
+only way when the thread is off); a native call wraps the MPI library's own
+nonblocking request. Either way ``finish`` (copying a staged result to
+where the caller wants it, and releasing scratch) runs exactly once, in the
+caller's thread, in the first ``test``/``wait`` that sees the operation
+complete; an error raised while advancing (a user op's) is raised by
+``test``/``wait`` instead, every time."""
 
 from __future__ import annotations
 
@@ -54,7 +57,7 @@ class Work:
         return self._completed
 
     def is_completed(self) -> bool:
-        """True once complete (does advance progress, like ``test``)."""
+        """True once complete (advances progress, like ``test``)."""
         return self.test()
 
     def Test(self, status=None) -> bool:

@@ -14,7 +14,9 @@ Two drivers, one plan format:
   ``I*`` calls: ``test()`` advances as far as messages allow without
   blocking; ``wait(timeout)`` blocks (``Waitall``), or polls until the
   deadline and reports whether it finished (``pending()`` then names the
-  peers still outstanding).
+  peers still outstanding). The progress thread of
+  :mod:`mpicoll.progress` advances it too, so rounds move on while the
+  caller computes.
 
 Messages travel as bytes (``uint8`` views): schedules never convert types, and
 dtypes MPI has no name for (``float16``) move as well as any other.
@@ -22,6 +24,7 @@ dtypes MPI has no name for (``float16``) move as well as any other.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import NamedTuple
 
@@ -85,7 +88,16 @@ def poll(test, timeout: float) -> bool:
 
 
 class Execution:
-    """A schedule in flight; rounds advance when ``test``/``wait`` is called."""
+    """A schedule in flight: post a round, test it, run its local steps,
+    post the next.
+
+    Any thread may advance it, one at a time (a lock per execution):
+    :meth:`test`, :meth:`wait` and :meth:`pending` take the lock, and the
+    progress thread (:mod:`mpicoll.progress`) calls :meth:`advance_if_free`,
+    which skips an execution another thread is advancing. An exception
+    raised while advancing (a user op's, say) ends the execution: it is
+    kept in ``error`` and raised again by every later ``test``/``wait``.
+    """
 
     def __init__(self, steps: tuple[Step, ...], comm: MPI.Comm,
                  tag: int) -> None:
@@ -95,8 +107,15 @@ class Execution:
         self._next = 0
         self._requests: list[MPI.Request] = []
         self._peers: list[tuple[str, int]] = []
+        self._lock = threading.Lock()
         self.done = False
+        self.error: Exception | None = None
         self._advance()
+
+    @property
+    def finished(self) -> bool:
+        """Complete or failed: nothing left for any thread to advance."""
+        return self.done or self.error is not None
 
     def _post(self, step: Step) -> None:
         comm, tag = self._comm, self._tag
@@ -123,24 +142,54 @@ class Execution:
             self._next += 1
         self.done = True
 
+    def _guarded(self, block: bool) -> None:
+        """Advance, waiting for each round (``block``) or only as far as
+        messages allow; keep and raise an error. The caller holds the
+        lock."""
+        if self.error is not None:
+            raise self.error
+        done_yet = MPI.Request.Waitall if block else MPI.Request.Testall
+        try:
+            while not self.done and done_yet(self._requests):
+                self._advance()
+        except Exception as exc:
+            self.error = exc
+            raise
+
     def test(self) -> bool:
         """Advance without blocking; True once complete."""
-        while not self.done and MPI.Request.Testall(self._requests):
-            self._advance()
+        with self._lock:
+            self._guarded(block=False)
         return self.done
+
+    def advance_if_free(self) -> bool:
+        """Advance without blocking unless another thread is advancing;
+        True if a round completed. An error is kept, not raised."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            before = self._next
+            if not self.finished:
+                try:
+                    self._guarded(block=False)
+                except Exception:  # kept in self.error for test/wait
+                    pass
+            return self._next != before or self.finished
+        finally:
+            self._lock.release()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until complete and return True; with ``timeout`` (seconds)
         poll instead, returning False if the deadline passes first."""
         if timeout is None:
-            while not self.done:
-                MPI.Request.Waitall(self._requests)
-                self._advance()
+            with self._lock:
+                self._guarded(block=True)
             return True
         return poll(self.test, timeout)
 
     def pending(self) -> list[str]:
         """The operations of the current round not yet complete."""
-        return [f"{what} rank {peer}"
-                for req, (what, peer) in zip(self._requests, self._peers)
-                if not req.Test()]
+        with self._lock:
+            return [f"{what} rank {peer}"
+                    for req, (what, peer) in zip(self._requests, self._peers)
+                    if not req.Test()]
