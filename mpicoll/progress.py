@@ -105,10 +105,9 @@ class Engine:
             moved = False
             for execution in active:
                 moved |= execution.advance_if_free()
+            with self._cond:  # also those the caller finished in wait()
+                self._active = [e for e in self._active if not e.finished]
             if moved:
-                with self._cond:
-                    self._active = [e for e in self._active
-                                    if not e.finished]
                 pause = MIN_PAUSE
             else:
                 time.sleep(pause)
