@@ -157,7 +157,10 @@ def run(args, world: MPI.Comm) -> Result:
 
     bucketer = GradientBucketer(comm, model.grads, average=True,
                                 bucket_bytes=args.bucket_kb * 1024,
-                                algorithm=args.algorithm, on_event=on_event)
+                                algorithm=args.algorithm,
+                                bucket_views=args.bucket_views,
+                                on_event=on_event)
+    model.grads = bucketer.arrays  # the bucket views, if asked for
 
     def mark_all() -> None:
         for layer in reversed(range(args.layers)):
@@ -229,7 +232,8 @@ def report(args, result: Result, nranks: int) -> str:
         f"{args.dtype} ({grad / 2**20:.2f} MiB gradient each), batch "
         f"{args.batch}, {nranks} ranks, {result.buckets} buckets of <= "
         f"{args.bucket_kb} KiB, allreduce algorithm {args.algorithm}, "
-        f"{args.offload_ms:g} ms offloaded per layer; median of "
+        f"{args.offload_ms:g} ms offloaded per layer"
+        f"{', bucket views' if args.bucket_views else ''}; median of "
         f"{args.steps} steps, the slowest rank's",
         f"  compute (backward alone)          {ms['compute']:10.3f} ms",
         f"  comm (bucketed all-reduce alone)  {ms['comm']:10.3f} ms",
@@ -295,6 +299,10 @@ def parse_args(argv=None):
                    help="per layer, also wait this long with the core free "
                         "(standing in for work on a GPU or I/O, which a "
                         "progress thread can hide communication behind)")
+    p.add_argument("--bucket-views", action="store_true",
+                   help="compute gradients straight into the buckets "
+                        "(no copies in and out; DDP's "
+                        "gradient_as_bucket_view)")
     p.add_argument("--plot", metavar="FILE.png",
                    help="timeline of rank 0's last serial and overlapped "
                         "steps (needs matplotlib)")

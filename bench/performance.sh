@@ -8,7 +8,8 @@
 #   peers-n2     bench/peers.py at 2 ranks, 8 B .. 32 MiB by factors of 4
 #   osu-n2-C     bench/osu_check.py at 2 ranks for C = allreduce, bcast
 #   overlap-n2-A bench/overlap.py at 2 ranks, --offload-ms 5, A = native,
-#                ring, and ring with the progress thread off
+#                ring, ring with bucket views, ring with the progress
+#                thread off
 # Only 2 ranks fit the 2 cores of the development machines: the 4- and
 # 8-rank runs are oversubscribed (MPIR_CVAR_ENABLE_HEAVY_YIELD=1 set for
 # them), good for correctness and the tables' shape, not for speed.
@@ -45,5 +46,7 @@ for a in native ring; do
     launch 2 "overlap-n2-$a" bench/overlap.py --algorithm "$a" \
         --offload-ms 5 --plot "$out/overlap-n2-$a.png"
 done
+launch 2 overlap-n2-ring-views bench/overlap.py --algorithm ring \
+    --offload-ms 5 --bucket-views --plot "$out/overlap-n2-ring-views.png"
 MPICOLL_PROGRESS_THREAD=0 launch 2 overlap-n2-ring-nothread \
     bench/overlap.py --algorithm ring --offload-ms 5

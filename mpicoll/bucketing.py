@@ -144,11 +144,19 @@ class GradientBucketer:
     An array must not be written between its :meth:`mark_ready` and the
     end of :meth:`wait` (its value was copied at marking; :meth:`wait`
     overwrites it with the result).
+
+    ``bucket_views=True`` (DDP's ``gradient_as_bucket_view``) saves both
+    copies: :attr:`arrays` then become views into the buckets (the given
+    arrays' values copied in once, here), the caller writes each step's
+    gradients into those views, marking copies nothing and :meth:`wait`
+    leaves the results in place (``average`` divides each bucket once).
+    The arrays given are then left as they were.
     """
 
     def __init__(self, comm, arrays: Sequence, *,
                  bucket_bytes: int = DEFAULT_BUCKET_BYTES,
                  average: bool = False, algorithm: str = "auto",
+                 bucket_views: bool = False,
                  on_event: Callable[[str, int], None] | None = None) -> None:
         self.comm = comm = comm if isinstance(comm, Comm) else Comm(comm)
         self.average = average
@@ -174,6 +182,14 @@ class GradientBucketer:
         for b, bucket in enumerate(self.buckets):
             for i, offset in zip(bucket.members, bucket.offsets):
                 self._slot[i] = (b, offset)
+        self.bucket_views = bucket_views
+        if bucket_views:
+            for i, x in enumerate(self.arrays):
+                b, offset = self._slot[i]
+                view = self._buffers[b][offset:offset + x.size]
+                view[...] = self._flat[i]
+                self._flat[i] = view
+                self.arrays[i] = view.reshape(x.shape)
         self._index_of = {id(x): i for i, x in enumerate(self.arrays)}
         self._reset()
 
@@ -201,8 +217,9 @@ class GradientBucketer:
                 f"ends a step)", **self._where("mark_ready"))
         self._marked[i] = True
         b, offset = self._slot[i]
-        flat = self._flat[i]
-        self._buffers[b][offset:offset + flat.size] = flat
+        if not self.bucket_views:
+            flat = self._flat[i]
+            self._buffers[b][offset:offset + flat.size] = flat
         self._pending[b] -= 1
         while self._next < len(self.buckets) and \
                 self._pending[self._next] == 0:
@@ -271,6 +288,10 @@ class GradientBucketer:
                 self._done(b)
         for b, bucket in enumerate(self.buckets):
             buffer, xp = self._buffers[b], self._xp[b]
+            if self.bucket_views:  # the results are the arrays already
+                if self.average:
+                    xp.divide(buffer, self.comm.size, out=buffer)
+                continue
             for i, offset, n in zip(bucket.members, bucket.offsets,
                                     bucket.counts):
                 if self.average:

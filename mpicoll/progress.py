@@ -25,7 +25,12 @@ takes the GIL to run: while the caller runs pure Python, Python hands the
 GIL over every ``sys.getswitchinterval()`` (5 ms), so rounds advance at
 that pace then; NumPy and MPI calls release the GIL and leave it free.
 A blocking MPI wait would spin a core inside MPICH, which is why it
-sleeps rather than waits in MPI.
+sleeps rather than waits in MPI. While anything is in flight the
+interpreter's GIL switch interval is cut to ``SWITCH_INTERVAL`` (0.5 ms;
+restored when nothing is): MPICH copies large shared-memory messages
+inside the thread's test calls, with the GIL held, and at Python's 5 ms
+the caller's thread stalled for milliseconds at a time (in
+``bench/overlap.py``, the bucketer's launches between layers).
 
 When it runs. It needs ``MPI_THREAD_MULTIPLE`` (mpi4py's default), since
 the caller keeps making MPI calls while it tests. At a lower thread level,
@@ -47,6 +52,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import sys
 import threading
 import time
 
@@ -56,6 +62,7 @@ from mpicoll.schedule.executor import Execution
 
 MIN_PAUSE = 2e-5  # seconds between idle passes, doubling up to
 MAX_PAUSE = 5e-4
+SWITCH_INTERVAL = 5e-4  # seconds: the GIL hand-over while work is in flight
 
 log = logging.getLogger("mpicoll")
 _preference: bool | None = None  # set_enabled(); None: the environment
@@ -71,6 +78,7 @@ class Engine:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._active: list[Execution] = []
+        self._saved_interval: float | None = None
         self._stopping = False
         self._thread = threading.Thread(target=self._loop, daemon=True,
                                         name="mpicoll-progress")
@@ -78,8 +86,23 @@ class Engine:
 
     def submit(self, execution: Execution) -> None:
         with self._cond:
+            if not self._active:
+                self._shorten_switch_interval()
             self._active.append(execution)
             self._cond.notify()
+
+    def _shorten_switch_interval(self) -> None:
+        """While collectives are in flight, hand the GIL over every
+        ``SWITCH_INTERVAL`` instead of Python's 5 ms: MPICH copies large
+        shared-memory messages inside the test calls, holding the GIL, and
+        a caller waiting 5 ms for it loses the time the thread saves."""
+        self._saved_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._saved_interval, SWITCH_INTERVAL))
+
+    def _restore_switch_interval(self) -> None:
+        if self._saved_interval is not None:
+            sys.setswitchinterval(self._saved_interval)
+            self._saved_interval = None
 
     def in_flight(self) -> int:
         """How many executions the thread is advancing."""
@@ -100,6 +123,7 @@ class Engine:
                 while not self._active and not self._stopping:
                     self._cond.wait()
                 if self._stopping:
+                    self._restore_switch_interval()
                     return
                 active = list(self._active)
             moved = False
@@ -107,6 +131,8 @@ class Engine:
                 moved |= execution.advance_if_free()
             with self._cond:  # also those the caller finished in wait()
                 self._active = [e for e in self._active if not e.finished]
+                if not self._active:
+                    self._restore_switch_interval()
             if moved:
                 pause = MIN_PAUSE
             else:

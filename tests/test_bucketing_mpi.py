@@ -61,6 +61,35 @@ def test_matches_per_array_all_reduce(comm, algorithm):
         assert np.array_equal(got, want), i
 
 
+@pytest.mark.parametrize("average", [False, True])
+def test_bucket_views(comm, average):
+    shapes = [(s, d) for s, d in SHAPES if d.startswith(("float", "complex"))]
+    given = grads(comm.rank, 0, shapes)
+    before = [x.copy() for x in given]
+    bucketer = GradientBucketer(comm, given, bucket_bytes=100,
+                                average=average, algorithm="ring",
+                                bucket_views=True)
+    views = bucketer.arrays
+    for x, b, v in zip(views, given, before):
+        assert x.shape == b.shape and x.dtype == b.dtype
+        assert np.array_equal(x, v)  # the given values, copied in once
+        assert x.size == 0 or any(np.shares_memory(x, buf)
+                                  for buf in bucketer._buffers)
+    for step in range(2):
+        fresh = grads(comm.rank, step + 1, shapes)
+        expected = reference(comm, fresh, "native")
+        if average:
+            expected = [np.true_divide(x, comm.size) for x in expected]
+        for i in np.random.default_rng([comm.rank, step]).permutation(
+                len(views)):
+            views[i][...] = fresh[i]  # computed straight into the bucket
+            bucketer.mark_ready(views[i])
+        bucketer.wait()
+        for i, (got, want) in enumerate(zip(views, expected)):
+            assert np.array_equal(got, want), (step, i)
+    assert all(np.array_equal(x, v) for x, v in zip(given, before))
+
+
 def test_average_and_reuse_across_steps(comm):
     shapes = [(s, d) for s, d in SHAPES if d.startswith(("float", "complex"))]
     arrays = grads(comm.rank, 0, shapes)

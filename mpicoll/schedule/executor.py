@@ -92,9 +92,10 @@ class Execution:
     post the next.
 
     Any thread may advance it, one at a time (a lock per execution):
-    :meth:`test`, :meth:`wait` and :meth:`pending` take the lock, and the
-    progress thread (:mod:`mpicoll.progress`) calls :meth:`advance_if_free`,
-    which skips an execution another thread is advancing. An exception
+    :meth:`wait` and :meth:`pending` take the lock; :meth:`test` and the
+    progress thread's :meth:`advance_if_free` (:mod:`mpicoll.progress`)
+    only try it, skipping an execution another thread is advancing, so
+    neither ever waits for the other's reduction. An exception
     raised while advancing (a user op's, say) ends the execution: it is
     kept in ``error`` and raised again by every later ``test``/``wait``.
     """
@@ -157,9 +158,17 @@ class Execution:
             raise
 
     def test(self) -> bool:
-        """Advance without blocking; True once complete."""
-        with self._lock:
+        """Advance without blocking; True once complete. While another
+        thread is advancing it (the progress thread running a round's
+        reduction, say), report without waiting for that thread."""
+        if not self._lock.acquire(blocking=False):
+            if self.error is not None:
+                raise self.error
+            return self.done
+        try:
             self._guarded(block=False)
+        finally:
+            self._lock.release()
         return self.done
 
     def advance_if_free(self) -> bool:
