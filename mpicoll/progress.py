@@ -21,9 +21,9 @@ and, when no round finished, sleeps ``MIN_PAUSE`` doubling up to
 ``MAX_PAUSE`` seconds (a finished round resets the pause), so an idle
 round costs a few microseconds of one core per pause, and a finished
 round waits at most ``MAX_PAUSE`` for its successor to be posted. It
-takes the GIL to run: while the caller runs pure Python, Python hands the
-GIL over every ``sys.getswitchinterval()`` (5 ms), so rounds advance at
-that pace then; NumPy and MPI calls release the GIL and leave it free.
+takes the GIL to run: NumPy and MPI calls release it, and while the
+caller runs pure Python the interpreter hands it over at its switch
+interval (see below), so rounds advance at that pace then.
 A blocking MPI wait would spin a core inside MPICH, which is why it
 sleeps rather than waits in MPI. While anything is in flight the
 interpreter's GIL switch interval is cut to ``SWITCH_INTERVAL`` (0.5 ms;

@@ -8,6 +8,7 @@ thread changes (``test()``, ``wait()`` and ``is_completed()`` advance)."""
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -64,6 +65,19 @@ def test_progress_without_test_or_wait(comm, thread_on):
     work.wait()
     expected = sum(values(q, 4096 * p, "float64") for q in range(p))
     assert np.array_equal(x, expected)
+
+
+def test_switch_interval_short_only_while_in_flight(comm, thread_on):
+    """The GIL switch interval drops to SWITCH_INTERVAL while a collective
+    is in flight and is back to the caller's afterwards."""
+    _several_rounds(comm)
+    before = sys.getswitchinterval()
+    x = values(comm.rank, (1 << 18) * comm.size, "float64")  # takes ms
+    work = comm.Iallreduce(MPI.IN_PLACE, x, MPI.SUM, algorithm="ring")
+    in_flight = sys.getswitchinterval()
+    work.wait()
+    assert in_flight == min(before, progress.SWITCH_INTERVAL)
+    assert _compute_until(lambda: sys.getswitchinterval() == before, 10)
 
 
 def test_without_the_thread_nothing_moves(comm, thread_off):
