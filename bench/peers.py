@@ -194,11 +194,6 @@ def _fold_hand_built(rows: dict, hand_built: list[str]) -> list[dict]:
 
 # -- output --
 
-def label(rec: dict) -> str:
-    chosen = rec.get("chosen")
-    return f"{rec['algorithm']} ({chosen})" if chosen else rec["algorithm"]
-
-
 def print_table(name: str, rows: list[dict], nranks: int, level: str) -> None:
     names = list(dict.fromkeys(r["algorithm"] for r in rows))
     print(f"\n# {name} float32 sum, {nranks} ranks, thread level {level}; "
@@ -297,14 +292,14 @@ def main(argv=None) -> int:
             if name == "allreduce" and not args.no_targets:
                 print("# targets (issue 4): auto against mpi4py, best, gloo")
                 print("\n".join(target_verdicts(rows)), flush=True)
-    head = {**header(comm, []),
-            "command": " ".join([sys.executable, *sys.argv])}
-    if comm.rank == 0:
-        if args.json:
+    if args.json:  # the header gathers host names: every rank takes part
+        head = {**header(comm, []),
+                "command": " ".join([sys.executable, *sys.argv])}
+        if comm.rank == 0:
             with open(args.json, "w") as f:
                 json.dump({"header": head, "records": records}, f, indent=1)
-        if args.plot:
-            plotting.plot(records, args.plot)
+    if comm.rank == 0 and args.plot:
+        plotting.plot(records, args.plot)
     world.Barrier()
     if gloo is not None:
         import torch.distributed as dist

@@ -37,7 +37,7 @@ from mpicoll.groups import Groups
 from mpicoll.p2p import PointToPoint
 from mpicoll.schedule.executor import Execution, run
 from mpicoll.schedule.layout import inplace_recv, inplace_send
-from mpicoll.schedule.plan import same_memory
+from mpicoll.schedule.plan import overlap, same_memory
 from mpicoll.select import (
     Choice,
     choose,
@@ -297,7 +297,7 @@ class Comm(PointToPoint, Groups):
         send = self._buffer(sendbuf, collective, "sendbuf")
         self._same_type(send, rbuf, collective)
         recv = self._need(rbuf, send.size, collective, "recvbuf")
-        if send.size and np.may_share_memory(send, recv):  # contiguous: exact
+        if overlap(send, recv):
             raise BufferSpecError("sendbuf and recvbuf overlap; pass "
                                   "MPI.IN_PLACE as sendbuf for an in-place "
                                   "call", **self._where(collective))
@@ -314,7 +314,9 @@ class Comm(PointToPoint, Groups):
     #
     # Each collective X has one parser, _call_x(..., async_op, memo), which
     # checks the arguments and launches; X (blocking, replayed when it
-    # repeats) and IX (nonblocking, returns a Work) both call it.
+    # repeats) and IX (nonblocking, returns a Work) both call it. X builds
+    # its replay key inline, on purpose: a repeated call then costs one
+    # tuple and one dict lookup before the MPI call, with no helper call.
 
     def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto"):
         memo = (("Allreduce", algorithm, id(sendbuf), id(recvbuf), id(op)),

@@ -104,11 +104,6 @@ class Engine:
             sys.setswitchinterval(self._saved_interval)
             self._saved_interval = None
 
-    def in_flight(self) -> int:
-        """How many executions the thread is advancing."""
-        with self._cond:
-            return len(self._active)
-
     def stop(self) -> None:
         """Stop the thread after its current pass and join it."""
         with self._cond:
