@@ -6,12 +6,14 @@
     comm = mpicoll.Comm(MPI.COMM_WORLD)
     comm.Allreduce(MPI.IN_PLACE, x, MPI.SUM, algorithm="ring")   # mpi4py face
     comm.all_reduce(x, op="sum", algorithm="auto")               # torch face
+    comm.all_reduce(cupy_x, async_op=True).wait()     # CuPy, stream-ordered
     mpicoll.algorithms("allreduce")   # ['native', 'recursive_doubling', ...]
 """
 
 from mpicoll.bucketing import GradientBucketer
 from mpicoll.coll.registry import algorithms
 from mpicoll.comm import Comm, set_explain
+from mpicoll.cuda import cuda_aware
 from mpicoll.errors import (
     AlgorithmError,
     BufferSpecError,
@@ -44,6 +46,7 @@ __all__ = [
     "UnknownAlgorithmError",
     "Work",
     "algorithms",
+    "cuda_aware",
     "set_explain",
     "testall",
     "waitall",

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mpicoll.comm import Comm
+from mpicoll.cuda import copyto, empty_like, placement, runtime_of
 from mpicoll.errors import InvalidArgumentError
 from mpicoll.ops import builtin_op
 from mpicoll.work import Work
@@ -60,7 +61,7 @@ class Bucket:
 def plan_buckets(counts: Sequence[int], dtypes: Sequence, bucket_bytes: int,
                  devices: Sequence[str] | None = None) -> tuple[Bucket, ...]:
     """Assign arrays (``counts[i]`` elements of ``dtypes[i]``, on
-    ``devices[i]``, default all ``"numpy"``) to buckets.
+    ``devices[i]``, default all ``"host"``) to buckets.
 
     Arrays are taken last first (the order in which a backward pass makes
     gradients). Each (dtype, device) pair has one open bucket; an array
@@ -73,7 +74,7 @@ def plan_buckets(counts: Sequence[int], dtypes: Sequence, bucket_bytes: int,
     Cost: O(number of arrays).
     """
     if devices is None:
-        devices = ["numpy"] * len(counts)
+        devices = ["host"] * len(counts)
     if not len(counts) == len(dtypes) == len(devices):
         raise ValueError("counts, dtypes and devices differ in length")
     if not _is_int(bucket_bytes) or bucket_bytes <= 0:
@@ -100,13 +101,10 @@ def plan_buckets(counts: Sequence[int], dtypes: Sequence, bucket_bytes: int,
 
 
 def array_module(x):
-    """``numpy``, or ``cupy`` for a CuPy array (imported only then): the
-    module that allocates a bucket for ``x``'s device."""
-    if type(x).__module__.split(".")[0] == "cupy":
-        import cupy
-
-        return cupy
-    return np
+    """``numpy``, or the device runtime's module (CuPy) for a device
+    array: whose ``divide`` averages a bucket where it lives."""
+    runtime = runtime_of(x)
+    return np if runtime is None else runtime.xp
 
 
 class GradientBucketer:
@@ -114,8 +112,10 @@ class GradientBucketer:
     step (DDP's ``Reducer``, Horovod's tensor fusion).
 
     ``comm``: a :class:`mpicoll.Comm` (an ``MPI.Intracomm`` is wrapped).
-    ``arrays``: NumPy arrays (CuPy arrays take the same path, their
-    buckets allocated by CuPy), C-contiguous, any shapes (0-d and empty
+    ``arrays``: NumPy or CuPy arrays (a device array's bucket is on its
+    device, and its copies and averaging run on the caller's current
+    stream, ordered with the all-reduce by :mod:`mpicoll.devicecall`),
+    C-contiguous, any shapes (0-d and empty
     included) and numeric dtypes; they are reduced in place, ``"sum"``, or
     the mean over ranks with ``average=True`` (floating and complex dtypes
     only: integer means are refused rather than floored). The packing is
@@ -171,14 +171,14 @@ class GradientBucketer:
         self.buckets = plan_buckets([x.size for x in self.arrays],
                                     [x.dtype for x in self.arrays],
                                     bucket_bytes,
-                                    [_device(x) for x in self.arrays])
+                                    [_memory(x) for x in self.arrays])
         self._on_event = on_event
         self._flat = [x.reshape(-1) for x in self.arrays]  # views
         self._slot = [(0, 0)] * len(self.arrays)  # i -> (bucket, offset)
         self._xp = [array_module(self.arrays[b.members[0]])
                     for b in self.buckets]
-        self._buffers = [xp.empty(b.count, b.dtype)
-                         for xp, b in zip(self._xp, self.buckets)]
+        self._buffers = [empty_like(self.arrays[b.members[0]], b.count,
+                                    b.dtype) for b in self.buckets]
         for b, bucket in enumerate(self.buckets):
             for i, offset in zip(bucket.members, bucket.offsets):
                 self._slot[i] = (b, offset)
@@ -187,7 +187,7 @@ class GradientBucketer:
             for i, x in enumerate(self.arrays):
                 b, offset = self._slot[i]
                 view = self._buffers[b][offset:offset + x.size]
-                view[...] = self._flat[i]
+                copyto(view, self._flat[i])
                 self._flat[i] = view
                 self.arrays[i] = view.reshape(x.shape)
         self._index_of = {id(x): i for i, x in enumerate(self.arrays)}
@@ -219,7 +219,7 @@ class GradientBucketer:
         b, offset = self._slot[i]
         if not self.bucket_views:
             flat = self._flat[i]
-            self._buffers[b][offset:offset + flat.size] = flat
+            copyto(self._buffers[b][offset:offset + flat.size], flat)
         self._pending[b] -= 1
         while self._next < len(self.buckets) and \
                 self._pending[self._next] == 0:
@@ -298,7 +298,7 @@ class GradientBucketer:
                     xp.divide(buffer[offset:offset + n], self.comm.size,
                               out=self._flat[i])
                 else:
-                    self._flat[i][...] = buffer[offset:offset + n]
+                    copyto(self._flat[i], buffer[offset:offset + n])
         self._reset()
 
 
@@ -307,7 +307,16 @@ def _is_int(x) -> bool:
 
 
 def _device(x) -> str:
-    return array_module(x).__name__
+    """``"host"`` or the device runtime's name: what every rank must
+    agree on (ranks may use different GPUs)."""
+    where = placement(x)
+    return "host" if where is None else where[0].name
+
+
+def _memory(x) -> str:
+    """Which memory ``x`` is in: a bucket never mixes two."""
+    where = placement(x)
+    return "host" if where is None else f"{where[0].name}:{where[1]}"
 
 
 def _problem(arrays, bucket_bytes, average) -> str | None:
@@ -323,7 +332,7 @@ def _problem(arrays, bucket_bytes, average) -> str | None:
         if not x.flags.c_contiguous:
             return f"passed {what}, which is not C-contiguous: buckets " \
                    f"copy through a flat view of the array's memory"
-        if not x.flags.writeable:
+        if not getattr(x.flags, "writeable", True):  # CuPy's always are
             return f"passed {what}, which is read-only"
         if not _SUM.supports(x.dtype):
             return f"passed {what}: sum is not defined for {x.dtype}"

@@ -10,7 +10,9 @@ Accepted, as mpi4py accepts them for the calls mpicoll wraps:
 
 The result is a 1-D NumPy view sharing the caller's memory, so hand-built
 algorithms work on it in place and native calls pass it on (mpi4py infers
-the datatype from the dtype). Buffers must be contiguous; output buffers
+the datatype from the dtype). Device arrays (CuPy, or anything with
+``__cuda_array_interface__``; see :mod:`mpicoll.cuda`) are accepted in the
+same forms and give a 1-D device view. Buffers must be contiguous; output buffers
 writable; datatypes basic (those that
 :func:`mpi4py.util.dtlib.to_numpy_dtype` maps to a scalar dtype).
 Anything else is a :class:`~mpicoll.errors.BufferSpecError` naming the
@@ -23,6 +25,7 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
+from mpicoll.cuda import copyto, empty_like, runtime_of
 from mpicoll.errors import BufferSpecError
 
 
@@ -55,14 +58,19 @@ def as_buffer(spec, *, what: str, writable: bool, where: dict) -> np.ndarray:
             raise fail("expected [buf, count, type]")
     else:
         obj = spec
+    runtime = runtime_of(obj)
     try:
-        array = np.asarray(obj) if isinstance(obj, np.ndarray) else \
-            np.asarray(memoryview(obj))
+        if runtime is not None:
+            array = runtime.as_array(obj)
+        elif isinstance(obj, np.ndarray):
+            array = np.asarray(obj)
+        else:
+            array = np.asarray(memoryview(obj))
     except TypeError:
         raise fail(f"{type(obj).__name__} is not a buffer") from None
     if not (array.flags.c_contiguous or array.flags.f_contiguous):
         raise fail("buffer is not contiguous")
-    if writable and not array.flags.writeable:
+    if writable and not getattr(array.flags, "writeable", True):  # CuPy
         raise fail("buffer is read-only")
     if datatype is not None:
         dtype = _numpy_dtype(datatype, fail)
@@ -109,7 +117,7 @@ class VectorBuffer:
         self.starts = tuple(np.cumsum((0, *self.counts[:-1]), dtype=int))
         self.displs = tuple(displs) if self.staged else self.starts
         total = sum(self.counts)
-        self.array = np.empty(total, flat.dtype) if self.staged \
+        self.array = empty_like(flat, total) if self.staged \
             else flat[:total]
 
     def _blocks(self, ranks):
@@ -121,13 +129,13 @@ class VectorBuffer:
         """Copy the caller's blocks (all, or those of ``ranks``) in."""
         if self.staged:
             for mine, packed in self._blocks(ranks or range(len(self.counts))):
-                packed[...] = mine
+                copyto(packed, mine)
 
     def unpack(self) -> None:
         """Copy every packed block back to its place in the caller's buffer."""
         if self.staged:
             for mine, packed in self._blocks(range(len(self.counts))):
-                mine[...] = packed
+                copyto(mine, packed)
 
 
 def vector_buffer(flat: np.ndarray, counts, displs, *, receiving: bool,

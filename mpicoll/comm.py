@@ -30,6 +30,20 @@ from mpicoll import progress
 from mpicoll.buffers import as_buffer, vector_buffer
 from mpicoll.coll.registry import REDUCING
 from mpicoll.context import context_of, forget
+from mpicoll.cuda import (
+    copyto,
+    cuda_aware,
+    empty_like,
+    placement,
+    runtime_of,
+)
+from mpicoll.devicecall import (
+    DeviceTarget,
+    caller_ready,
+    hold_until,
+    native_steps,
+    order_caller,
+)
 from mpicoll.errors import BufferSpecError, InvalidArgumentError, OpTypeError
 from mpicoll.mpi_ops import as_op, native_op
 from mpicoll.ops import Op
@@ -170,8 +184,14 @@ class Comm(PointToPoint, Groups):
             self._checked[key] = alg
         if async_op:
             where = {**self._where(collective), "algorithm": alg.name}
+        on_device = None if type(recv) is np.ndarray else placement(recv)
+        if on_device is not None:
+            return self._launch_device(
+                collective, alg, on_device, send=send, recv=recv,
+                count=count, op=op, root=root, native=native, owners=owners,
+                async_op=async_op, finish=finish)
         if alg.native:
-            call = native(async_op)
+            call = native(async_op, send, recv)
             if async_op:
                 return Work(where=where, request=call(), finish=finish,
                             keep=owners)
@@ -198,6 +218,57 @@ class Comm(PointToPoint, Groups):
             if memo is not None:
                 self._remember(memo, partial(self._run_steps, plan.steps),
                                finish)
+        if finish is not None:
+            finish()
+        return None
+
+    def _launch_device(self, collective, alg, on_device, *, send, recv,
+                       count, op, root, native, owners, async_op, finish):
+        """``_launch`` for device arrays, by the rules of
+        :mod:`mpicoll.devicecall`. Not replayed: each call records its
+        events."""
+        where = {**self._where(collective), "algorithm": alg.name}
+        if op is not None and op.ufunc is None and (
+                alg.native or op.host_only):
+            raise OpTypeError(
+                f"operation {op.name!r} on device arrays: only built-in "
+                f"operations run natively, and a user MPI.Op only on host "
+                f"memory; pass a Python callable (it is given CuPy arrays) "
+                f"with a hand-built algorithm, e.g. "
+                f"algorithm='recursive_doubling'", **where)
+        runtime, device = on_device
+        target = DeviceTarget(runtime, device,
+                              self._ctx.stream(runtime, device),
+                              not cuda_aware())
+        ready = caller_ready(target)
+        plan = None
+        if alg.native:
+            (steps, end), held = native_steps(target, collective, native,
+                                              send, recv, ready)
+        else:
+            plan = self._ctx.plan(alg, count, root, op, send, recv, owners,
+                                  target)
+            steps, end, held = plan.steps, plan.end, (plan,)
+        tag = self._ctx.next_tag()
+        keep = (*owners, *held)
+        if async_op:
+            if plan is not None:
+                plan.busy = True
+
+            def release():
+                if plan is not None:
+                    plan.busy = False
+                if finish is not None:
+                    finish()
+
+            execution = Execution(steps, self._ctx.comm, tag)
+            work = Work(where=where, execution=execution, finish=release,
+                        keep=keep, device=(target, end))
+            progress.submit(execution)
+            return work
+        run(steps, self._ctx.comm, tag)
+        order_caller(target, end)
+        hold_until(end, keep)
         if finish is not None:
             finish()
         return None
@@ -259,9 +330,9 @@ class Comm(PointToPoint, Groups):
 
     def _array(self, x, collective, what, writable=True) -> np.ndarray:
         """Array-face argument ``x`` as a flat view of its memory."""
-        if not isinstance(x, np.ndarray):
-            raise BufferSpecError(f"{what} must be a NumPy array, got "
-                                  f"{type(x).__name__}",
+        if not isinstance(x, np.ndarray) and runtime_of(x) is None:
+            raise BufferSpecError(f"{what} must be a NumPy or CuPy array, "
+                                  f"got {type(x).__name__}",
                                   **self._where(collective))
         return self._buffer(x, collective, what, writable)
 
@@ -309,6 +380,15 @@ class Comm(PointToPoint, Groups):
             raise BufferSpecError(
                 f"send dtype {send.dtype} differs from receive dtype "
                 f"{recv.dtype}", **self._where(collective))
+        self._same_memory(send, recv, collective)
+
+    def _same_memory(self, send, recv, collective) -> None:
+        if (type(send) is not np.ndarray or type(recv) is not np.ndarray) \
+                and placement(send) != placement(recv):
+            raise BufferSpecError(
+                f"send buffer is {_memory(send)} but receive buffer is "
+                f"{_memory(recv)}; both must be in the same memory",
+                **self._where(collective))
 
     # ---------------------------------------------------- buffer face (MPI)
     #
@@ -338,7 +418,7 @@ class Comm(PointToPoint, Groups):
 
     def _allreduce(self, send, recv, op, algorithm, owners, async_op,
                    memo=None):
-        def native(nonblocking):
+        def native(nonblocking, send, recv):
             return self._prepared("Allreduce", nonblocking,
                 IN_PLACE if send is recv else send, recv, native_op(op))
 
@@ -375,7 +455,7 @@ class Comm(PointToPoint, Groups):
 
     def _reduce(self, send, recv, op, root, algorithm, owners, async_op,
                 memo=None):
-        def native(nonblocking):
+        def native(nonblocking, send, recv):
             return self._prepared("Reduce", nonblocking,
                 IN_PLACE if send is recv else send,
                 recv if self.rank == root else None, native_op(op), root)
@@ -400,8 +480,8 @@ class Comm(PointToPoint, Groups):
                            memo)
 
     def _bcast(self, data, root, algorithm, owners, async_op, memo=None):
-        def native(nonblocking):
-            return self._prepared("Bcast", nonblocking, data, root)
+        def native(nonblocking, send, recv):
+            return self._prepared("Bcast", nonblocking, recv, root)
 
         return self._launch("bcast", algorithm, send=data[:0], recv=data,
                             count=data.size, op=None, root=root,
@@ -468,7 +548,7 @@ class Comm(PointToPoint, Groups):
                    async_op, *, inplace, memo=None, finish=None):
         """Launch allgather, gather or allgatherv (``count``: the per-rank
         tuple) on parsed buffers."""
-        def native(nonblocking):
+        def native(nonblocking, send, recv):
             s = IN_PLACE if inplace else send
             if c == "allgather":
                 return self._prepared("Allgather", nonblocking, s, recv)
@@ -598,7 +678,7 @@ class Comm(PointToPoint, Groups):
                            if n != counts[q]])
         counts = tuple(counts)
 
-        def native(nonblocking):
+        def native(nonblocking, send, recv):
             s = IN_PLACE if sendbuf is IN_PLACE else send
             r = [recv, list(counts)] if self.rank == root else None
             return self._prepared("Gatherv", nonblocking, s, r, root)
@@ -644,7 +724,7 @@ class Comm(PointToPoint, Groups):
         counts = tuple(counts)
         recv = recv[:counts[self.rank]]
 
-        def native(nonblocking):
+        def native(nonblocking, send, recv):
             s = [send, list(counts)] if self.rank == root else None
             return self._prepared("Scatterv", nonblocking,
                 s, IN_PLACE if inplace else recv, root)
@@ -695,7 +775,7 @@ class Comm(PointToPoint, Groups):
             for j in range(self.size) if matrix[i][j] != rows[j][1][i]])
         send = send[:sum(scounts)]
 
-        def native(nonblocking):
+        def native(nonblocking, send, recv):
             return self._prepared("Alltoallv", nonblocking,
                 [send, list(scounts)], [recv, list(rcounts)])
 
@@ -735,7 +815,7 @@ class Comm(PointToPoint, Groups):
             recv = self._buffer(recvbuf, c, "recvbuf", writable=True)
             send, count, owners = recv[:0], recv.size, _owners(recvbuf)
 
-        def native(nonblocking):
+        def native(nonblocking, send, recv):
             s = send if self.rank == root else None
             return self._prepared("Scatter", nonblocking,
                 s, IN_PLACE if inplace else recv, root)
@@ -768,7 +848,7 @@ class Comm(PointToPoint, Groups):
         send = send[:count * self.size]
         recv = self._need(recv, count * self.size, c, "recvbuf")
 
-        def native(nonblocking):
+        def native(nonblocking, send, recv):
             return self._prepared("Alltoall", nonblocking, send, recv)
 
         return self._launch(c, algorithm, send=send, recv=recv, count=count,
@@ -807,7 +887,7 @@ class Comm(PointToPoint, Groups):
 
     def _scan(self, c, send, recv, op, algorithm, owners, async_op,
               memo=None):
-        def native(nonblocking):
+        def native(nonblocking, send, recv):
             name = "Scan" if c == "scan" else "Exscan"
             return self._prepared(name, nonblocking,
                 IN_PLACE if send is recv else send, recv, native_op(op))
@@ -882,18 +962,18 @@ class Comm(PointToPoint, Groups):
         finish = None
         if sendbuf is IN_PLACE:
             send = self._need(rbuf, total, c, "recvbuf")
-            recv = np.empty(mine, send.dtype)
+            recv = empty_like(send, mine)
             owners = (*owners, recv)
 
             def finish():
-                send[:mine] = recv
+                copyto(send[:mine], recv)
         else:
             send = self._need(self._buffer(sendbuf, c, "sendbuf"), total, c,
                               "sendbuf")
             self._same_type(send, rbuf, c)
             recv = self._need(rbuf, mine, c, "recvbuf")
 
-        def native(nonblocking):
+        def native(nonblocking, send, recv):
             if c == "reduce_scatter_block":
                 return self._prepared("Reduce_scatter_block", nonblocking,
                     send, recv, native_op(op))
@@ -998,12 +1078,12 @@ class Comm(PointToPoint, Groups):
         self._disagree(c, [f"rank {q} lists sizes {list(row)}, rank "
                            f"{self.rank} {list(counts)}"
                            for q, row in enumerate(rows) if row != counts])
-        staging = np.empty(sum(counts), send.dtype)
+        staging = empty_like(send, sum(counts))
         bounds = np.cumsum((0, *counts))
 
         def finish():
             for q, f in enumerate(flats):
-                f[...] = staging[bounds[q]:bounds[q + 1]]
+                copyto(f, staging[bounds[q]:bounds[q + 1]])
 
         return self._gathering(c, send, staging, counts, 0, algorithm,
                                (*outs, x, staging), async_op, inplace=False,
@@ -1041,7 +1121,7 @@ class Comm(PointToPoint, Groups):
             self._whole_blocks(send, recv, c, "x", "out")
             owners = (out, x)
 
-        def native(nonblocking):
+        def native(nonblocking, send, recv):
             s = send if self.rank == root else None
             return self._prepared("Scatter", nonblocking, s, recv, root)
 
@@ -1063,6 +1143,7 @@ class Comm(PointToPoint, Groups):
         if recv.dtype != send.dtype:
             raise BufferSpecError(f"x is {send.dtype} but out is "
                                   f"{recv.dtype}", **self._where(c))
+        self._same_memory(send, recv, c)
         if out_splits is None and in_splits is None:
             if recv.size != send.size or send.size % self.size:
                 raise BufferSpecError(
@@ -1070,7 +1151,7 @@ class Comm(PointToPoint, Groups):
                     f"{send.size} and {recv.size} elements",
                     **self._where(c))
 
-            def native(nonblocking):
+            def native(nonblocking, send, recv):
                 return self._prepared("Alltoall", nonblocking, send, recv)
 
             return self._launch(c, algorithm, send=send, recv=recv,
@@ -1116,6 +1197,7 @@ class Comm(PointToPoint, Groups):
 
     def _whole_blocks(self, whole, block, collective, whole_name,
                       block_name) -> None:
+        self._same_memory(whole, block, collective)
         if whole.dtype != block.dtype or whole.size != block.size * self.size:
             raise BufferSpecError(
                 f"{whole_name} must be {self.size} x {block.size} elements "
@@ -1147,7 +1229,7 @@ class Comm(PointToPoint, Groups):
             return None
         empty = np.empty(0, np.uint8)
 
-        def native(nonblocking):
+        def native(nonblocking, send, recv):
             return self._prepared("Barrier", nonblocking)
 
         return self._launch("barrier", algorithm, send=empty, recv=empty,
@@ -1158,3 +1240,8 @@ class Comm(PointToPoint, Groups):
 def _owners(*specs) -> tuple:
     """The caller's buffer objects behind buffer specifications."""
     return tuple([s[0] if type(s) in (list, tuple) else s for s in specs])
+
+
+def _memory(x) -> str:
+    where = placement(x)
+    return "host memory" if where is None else f"on CUDA device {where[1]}"

@@ -23,6 +23,11 @@ limit (2**31 - 1 bytes: messages travel as bytes), the schedule's long
 messages are split into chunks before binding
 (:mod:`mpicoll.schedule.chunk`); smaller calls pay one comparison.
 
+For device arrays it owns the communication stream, one per device
+(:meth:`Context.stream`), and compiles plans for them with
+:mod:`mpicoll.schedule.device` (scratch on the device, pinned host mirrors
+when staging), keyed also by the device and the staging mode.
+
 Finally it knows which ranks share a node (:attr:`Context.nodes`), and
 caches the node-local and cross-node communicators built from that, all on
 first use: topology-aware algorithms and ``Comm.node`` / ``Comm.leaders``
@@ -37,8 +42,11 @@ from collections import OrderedDict
 import numpy as np
 from mpi4py import MPI
 
+from mpicoll.cuda import empty_like
+from mpicoll.devicecall import DeviceTarget, hold_until
 from mpicoll.errors import InvalidArgumentError
 from mpicoll.schedule.chunk import MAX_MESSAGE_BYTES, element_limit, split_messages
+from mpicoll.schedule.device import compile_device
 from mpicoll.schedule.executor import Step, compile_plan
 from mpicoll.schedule.plan import bind
 
@@ -48,14 +56,19 @@ _KEYVAL = MPI.Comm.Create_keyval()
 
 class CompiledPlan:
     """Steps bound to specific buffers; ``busy`` while a nonblocking call
-    runs them (a second concurrent call then binds its own)."""
+    runs them (a second concurrent call then binds its own). A device
+    plan's ``end`` is the event after its last device work, and
+    ``arrays`` its scratch and mirrors."""
 
-    __slots__ = ("busy", "owners", "steps")
+    __slots__ = ("arrays", "busy", "end", "owners", "steps")
 
-    def __init__(self, steps: tuple[Step, ...], owners: tuple) -> None:
+    def __init__(self, steps: tuple[Step, ...], owners: tuple, end=None,
+                 arrays=()) -> None:
         self.steps = steps
         self.owners = owners  # the caller's objects, identity-checked
         self.busy = False
+        self.end = end
+        self.arrays = arrays
 
 
 class Context:
@@ -70,20 +83,32 @@ class Context:
         self._nodes: tuple[int, ...] | None = None
         self._node_comm: MPI.Intracomm | None = None
         self._leader_comm: MPI.Intracomm | None = None
+        self._streams: dict[tuple, object] = {}
+
+    def stream(self, runtime, device: int):
+        """This communicator's stream on ``device``, created on first use."""
+        key = (id(runtime), device)
+        stream = self._streams.get(key)
+        if stream is None:
+            stream = self._streams[key] = runtime.new_stream(device)
+        return stream
 
     def next_tag(self) -> int:
         self._tag = self._tag + 1 if self._tag < self._tag_ub else 1
         return self._tag
 
     def plan(self, alg, count, root, op, send: np.ndarray, recv: np.ndarray,
-             owners: tuple) -> CompiledPlan:
+             owners: tuple,
+             device: DeviceTarget | None = None) -> CompiledPlan:
         """The compiled plan of ``alg`` on these buffers, cached.
 
         ``owners`` are the caller's objects ``send`` and ``recv`` view (or
-        the views themselves); their identities key the cache.
+        the views themselves); their identities key the cache. ``device``
+        says where device arrays run.
         """
         key = (alg, count, root, id(op), send.dtype.char,
-               send.shape[0], recv.shape[0], *map(id, owners))
+               send.shape[0], recv.shape[0], *map(id, owners),
+               device and device[1:])
         entry = self._plans.get(key)
         if entry is not None and not entry.busy and all(
                 a is b for a, b in zip(entry.owners, owners)):
@@ -101,15 +126,34 @@ class Context:
                schedule.tmp) * itemsize > MAX_MESSAGE_BYTES:
             schedule = split_messages(schedule, element_limit(itemsize))
         arrays = {"send": send, "recv": recv,
-                  "tmp": np.empty(schedule.tmp, send.dtype),
+                  "tmp": empty_like(send, schedule.tmp),
                   "sync": np.empty(0, np.uint8)}
-        entry = CompiledPlan(compile_plan(bind(schedule, arrays, op)), owners)
+        if device is None:
+            entry = CompiledPlan(compile_plan(bind(schedule, arrays, op)),
+                                 owners)
+        else:
+            entry = self._device_plan(schedule, arrays, op, owners, device)
         if key not in self._plans or not self._plans[key].busy:
             self._plans[key] = entry
             self._plans.move_to_end(key)
             while len(self._plans) > PLANS:
-                self._plans.popitem(last=False)
+                _, dropped = self._plans.popitem(last=False)
+                hold_until(dropped.end, (dropped,))
         return entry
+
+    @staticmethod
+    def _device_plan(schedule, arrays, op, owners,
+                     device: DeviceTarget) -> CompiledPlan:
+        runtime, where, stream, staged = device
+        mirrors = None
+        if staged:
+            mirrors = {name: runtime.pinned_empty(a.shape[0], a.dtype)
+                       for name, a in arrays.items() if name != "sync"}
+            mirrors["sync"] = arrays["sync"]
+        steps, end = compile_device(schedule, arrays, op, runtime, where,
+                                    stream, mirrors)
+        return CompiledPlan(steps, owners, end,
+                            (arrays["tmp"], *(mirrors or {}).values()))
 
     # ------------------------------------------------------------ nodes
 
@@ -164,6 +208,8 @@ class Context:
         return self._leader_comm
 
     def free(self) -> None:
+        for entry in self._plans.values():
+            hold_until(entry.end, (entry,))
         self._plans.clear()
         for sub in (self._node_comm, self._leader_comm):
             if sub is not None and sub != MPI.COMM_NULL:

@@ -75,7 +75,7 @@ def _from_user_mpi_op(mpi_op: MPI.Op) -> Op:
             mpi_op.Reduce_local(a, dst)
 
     return Op("user MPI.Op", apply, commutative=bool(mpi_op.Is_commutative()),
-              mpi_op=mpi_op)
+              mpi_op=mpi_op, host_only=True)
 
 
 def native_op(op: Op) -> MPI.Op:

@@ -52,18 +52,35 @@ class Op:
         commutative: bool,
         kinds: str | None = None,
         mpi_op=None,
+        ufunc: str | None = None,
+        host_only: bool = False,
     ) -> None:
         self.name = name
         self.apply = apply
         self.commutative = commutative
         self.kinds = kinds  # None: any dtype (user-defined ops)
         self.mpi_op = mpi_op  # the MPI.Op a native call uses, if known
+        self.ufunc = ufunc  # built-ins: the ufunc's name in any array module
+        self.host_only = host_only  # applies only to host memory (MPI.Op)
 
     def __repr__(self) -> str:
         return f"Op({self.name!r}, commutative={self.commutative})"
 
     def supports(self, dtype: np.dtype) -> bool:
         return self.kinds is None or np.dtype(dtype).kind in self.kinds
+
+    def kernel(self, xp):
+        """``apply`` for arrays of module ``xp``: a built-in op calls
+        ``xp``'s ufunc of its name (CuPy's runs on the current stream);
+        other ops are given ``xp``'s arrays as they are."""
+        if xp is np or self.ufunc is None:
+            return self.apply
+        ufunc = getattr(xp, self.ufunc)
+
+        def apply(a, b, dst):
+            ufunc(a, b, out=dst)
+
+        return apply
 
     @classmethod
     def builtin(cls, name: str) -> Op:
@@ -72,7 +89,8 @@ class Op:
         def apply(a, b, dst, _ufunc=ufunc):
             _ufunc(a, b, out=dst)
 
-        return cls(name, apply, commutative=True, kinds=kinds)
+        return cls(name, apply, commutative=True, kinds=kinds,
+                   ufunc=ufunc.__name__)
 
     @classmethod
     def from_callable(

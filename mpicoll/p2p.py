@@ -6,7 +6,9 @@ communicator, not the library's private duplicate: a message sent through
 other way round. Arguments are checked first (peer, tag, buffer), then the
 call goes to the MPI library with the caller's own buffer specification,
 so datatypes and ``status`` behave exactly as in mpi4py. Messages above
-2**31-1 elements rely on mpi4py 4's MPI-4 large-count calls.
+2**31-1 elements rely on mpi4py 4's MPI-4 large-count calls. Device
+buffers (CuPy) go to MPI as they are on a CUDA-aware library and through
+pinned host copies otherwise (see "device buffers" below).
 
 :class:`PointToPoint` is a mixin of :class:`mpicoll.Comm`; it expects
 ``self.mpi``, ``self.rank``, ``self.size``, ``self._buffer`` and
@@ -20,6 +22,8 @@ from typing import NamedTuple
 import numpy as np
 from mpi4py import MPI
 
+from mpicoll.cuda import cuda_aware, placement
+from mpicoll.devicecall import hold_until
 from mpicoll.errors import InvalidArgumentError
 from mpicoll.work import Work
 
@@ -56,54 +60,122 @@ class PointToPoint:
             f"tag {tag!r} is outside 0..{ub}", **self._where(call))
 
     def _checked_send(self, buf, dest, tag, call):
-        self._buffer(buf, call, "buf")
-        return self._peer(dest, call, receiving=False), \
+        """``(flat view of buf, dest, tag)``, checked."""
+        return self._buffer(buf, call, "buf"), \
+            self._peer(dest, call, receiving=False), \
             self._tag(tag, call, receiving=False)
 
     def _checked_recv(self, buf, source, tag, call):
-        self._buffer(buf, call, "buf", writable=True)
-        return self._peer(source, call, receiving=True), \
+        """``(flat view of buf, source, tag)``, checked."""
+        return self._buffer(buf, call, "buf", writable=True), \
+            self._peer(source, call, receiving=True), \
             self._tag(tag, call, receiving=True)
 
-    def _request(self, call: str, request: MPI.Request, keep) -> Work:
-        return Work(where=self._where(call), request=request, keep=keep)
+    def _request(self, call: str, request: MPI.Request, keep,
+                 finish=None) -> Work:
+        return Work(where=self._where(call), request=request, keep=keep,
+                    finish=finish)
+
+    # ------------------------------------------------ device buffers
+    #
+    # A device buffer is handed to MPI once the caller's current stream has
+    # finished (its kernels may write or read it): on CUDA-aware MPI as it
+    # is, otherwise through a pinned host copy, copied back to the device
+    # on the caller's stream after a receive. Point-to-point calls block
+    # the host on the caller's stream; collectives do not.
+
+    @staticmethod
+    def _outgoing(buf, flat):
+        """What MPI sends for ``buf`` (``flat``: its parsed view)."""
+        where = placement(flat)
+        if where is None:
+            return buf
+        runtime, device = where
+        stream = runtime.current_stream(device)
+        if cuda_aware():
+            stream.synchronize()
+            return buf
+        host = runtime.pinned_empty(flat.size, flat.dtype)
+        runtime.copy_async(host, flat, stream)
+        stream.synchronize()
+        return host
+
+    @staticmethod
+    def _incoming(buf, flat, *, also_sent=False):
+        """What MPI receives into for ``buf`` (``flat``: its parsed view),
+        and the copy back to the device to run once it has (None: nothing
+        to copy). ``also_sent``: the host copy starts as ``buf``'s data
+        (Sendrecv_replace)."""
+        where = placement(flat)
+        if where is None:
+            return buf, None
+        runtime, device = where
+        stream = runtime.current_stream(device)
+        host = None if cuda_aware() else \
+            runtime.pinned_empty(flat.size, flat.dtype)
+        if host is not None and also_sent:
+            runtime.copy_async(host, flat, stream)
+        stream.synchronize()
+        if host is None:
+            return buf, None
+
+        def copy_back():
+            stream = runtime.current_stream(device)
+            runtime.copy_async(flat, host, stream)
+            copied = runtime.new_event(device)
+            copied.record(stream)
+            hold_until(copied, (host, flat))
+
+        return host, copy_back
 
     # ---------------------------------------------------- buffer face
 
     def Send(self, buf, dest, tag=0):
-        dest, tag = self._checked_send(buf, dest, tag, "send")
-        self.mpi.Send(buf, dest, tag)
+        flat, dest, tag = self._checked_send(buf, dest, tag, "send")
+        self.mpi.Send(self._outgoing(buf, flat), dest, tag)
 
     def Recv(self, buf, source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=None):
-        source, tag = self._checked_recv(buf, source, tag, "recv")
-        self.mpi.Recv(buf, source, tag, status)
+        flat, source, tag = self._checked_recv(buf, source, tag, "recv")
+        into, copy_back = self._incoming(buf, flat)
+        self.mpi.Recv(into, source, tag, status)
+        if copy_back is not None:
+            copy_back()
 
     def Isend(self, buf, dest, tag=0) -> Work:
-        dest, tag = self._checked_send(buf, dest, tag, "isend")
-        return self._request("isend", self.mpi.Isend(buf, dest, tag), (buf,))
+        flat, dest, tag = self._checked_send(buf, dest, tag, "isend")
+        sent = self._outgoing(buf, flat)
+        return self._request("isend", self.mpi.Isend(sent, dest, tag),
+                             (buf, sent))
 
     def Irecv(self, buf, source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG) -> Work:
-        source, tag = self._checked_recv(buf, source, tag, "irecv")
-        return self._request("irecv", self.mpi.Irecv(buf, source, tag),
-                             (buf,))
+        flat, source, tag = self._checked_recv(buf, source, tag, "irecv")
+        into, copy_back = self._incoming(buf, flat)
+        return self._request("irecv", self.mpi.Irecv(into, source, tag),
+                             (buf, into), copy_back)
 
     def Sendrecv(self, sendbuf, dest, sendtag=0, recvbuf=None,
                  source=MPI.ANY_SOURCE, recvtag=MPI.ANY_TAG, status=None):
-        dest, sendtag = self._checked_send(sendbuf, dest, sendtag,
-                                           "sendrecv")
-        source, recvtag = self._checked_recv(recvbuf, source, recvtag,
-                                             "sendrecv")
-        self.mpi.Sendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag,
-                          status)
+        sflat, dest, sendtag = self._checked_send(sendbuf, dest, sendtag,
+                                                  "sendrecv")
+        rflat, source, recvtag = self._checked_recv(recvbuf, source,
+                                                    recvtag, "sendrecv")
+        into, copy_back = self._incoming(recvbuf, rflat)
+        self.mpi.Sendrecv(self._outgoing(sendbuf, sflat), dest, sendtag,
+                          into, source, recvtag, status)
+        if copy_back is not None:
+            copy_back()
 
     def Sendrecv_replace(self, buf, dest, sendtag=0, source=MPI.ANY_SOURCE,
                          recvtag=MPI.ANY_TAG, status=None):
-        dest, sendtag = self._checked_send(buf, dest, sendtag,
-                                           "sendrecv_replace")
-        source, recvtag = self._checked_recv(buf, source, recvtag,
-                                             "sendrecv_replace")
-        self.mpi.Sendrecv_replace(buf, dest, sendtag, source, recvtag,
+        _, dest, sendtag = self._checked_send(buf, dest, sendtag,
+                                              "sendrecv_replace")
+        flat, source, recvtag = self._checked_recv(buf, source, recvtag,
+                                                   "sendrecv_replace")
+        into, copy_back = self._incoming(buf, flat, also_sent=True)
+        self.mpi.Sendrecv_replace(into, dest, sendtag, source, recvtag,
                                   status)
+        if copy_back is not None:
+            copy_back()
 
     # --------------------------------------------- array face (torch-style)
 

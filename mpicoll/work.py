@@ -1,5 +1,11 @@
 """``Work``: the handle an ``async_op=True`` or ``I*`` call returns.
 
+On device arrays, completion (``wait``, or a ``test`` that returns True)
+makes the caller's current CUDA stream wait on the collective's end event
+and returns without blocking the host on the device; ``synchronize()``
+also blocks the host until the result is in place
+(:mod:`mpicoll.devicecall`).
+
 Like torch.distributed's ``Work``: ``wait(timeout=None)``, ``test()``,
 ``is_completed()``; and like an mpi4py request: ``Wait()``, ``Test()``, with
 :func:`waitall` and :func:`testall` for lists. A hand-built algorithm's
@@ -18,6 +24,7 @@ import time
 
 from mpi4py import MPI
 
+from mpicoll.devicecall import hold_until, order_caller
 from mpicoll.errors import CollectiveTimeoutError
 from mpicoll.schedule.executor import Execution, poll
 
@@ -28,12 +35,13 @@ class Work:
 
     def __init__(self, *, where: dict, execution: Execution | None = None,
                  request: MPI.Request | None = None, finish=None,
-                 keep=()) -> None:
+                 keep=(), device=None) -> None:
         self._where = where  # rank, collective, algorithm (for errors)
         self._execution = execution
         self._request = request
         self._finish = finish
         self._keep = keep  # buffers kept alive while in flight
+        self._device = device  # (DeviceTarget, end event) for device arrays
         self._completed = False
         if execution is not None and execution.done:
             self._complete()
@@ -41,9 +49,21 @@ class Work:
     def _complete(self) -> None:
         if not self._completed:
             self._completed = True
+            if self._device is not None:
+                target, end = self._device
+                order_caller(target, end)
+                hold_until(end, self._keep)
             if self._finish is not None:
                 self._finish()
             self._keep = ()
+
+    def synchronize(self, timeout: float | None = None) -> None:
+        """:meth:`wait`, then block the host until the result is in place:
+        for reading a device result from the host. For host arrays it is
+        :meth:`wait`."""
+        self.wait(timeout)
+        if self._device is not None and self._device[1] is not None:
+            self._device[1].synchronize()
 
     def test(self) -> bool:
         """Advance without blocking; True once the operation is complete."""

@@ -136,8 +136,8 @@ def test_layouts_must_agree(comm):
     n = 4 if comm.rank == comm.size - 1 else 3
     with pytest.raises(InvalidArgumentError,
                        match=rf"\[rank {comm.rank}\] GradientBucketer: .*"
-                             rf"array 0 is shape \(3,\) float64 \(numpy\) on "
-                             rf"rank 0, shape \(4,\) float64 \(numpy\) on rank "
+                             rf"array 0 is shape \(3,\) float64 \(host\) on "
+                             rf"rank 0, shape \(4,\) float64 \(host\) on rank "
                              rf"{comm.size - 1}"):
         GradientBucketer(comm, [np.ones(n)])
     bad = 0 if comm.rank == 1 else 1024

@@ -68,7 +68,7 @@ def test_read_only_and_non_contiguous_buffers(comm):
     strided = np.ones(8)[::2]
     with pytest.raises(errors.BufferSpecError, match="not contiguous"):
         comm.all_reduce(strided)
-    with pytest.raises(errors.BufferSpecError, match="NumPy array"):
+    with pytest.raises(errors.BufferSpecError, match="NumPy or CuPy array"):
         comm.all_reduce([1.0, 2.0])
 
 

@@ -20,6 +20,14 @@ Two drivers, one plan format:
 
 Messages travel as bytes (``uint8`` views): schedules never convert types, and
 dtypes MPI has no name for (``float16``) move as well as any other.
+
+Steps on device arrays (:mod:`mpicoll.schedule.device`) add two things: a
+``ready`` event that must have completed before the step's messages are
+posted (the device work that wrote them, or will next touch the memory
+they use), and ``call``, a prepared nonblocking MPI call (a native
+collective) posted instead of messages. Both drivers honour them: the
+blocking one synchronizes the event, the nonblocking one queries it and
+stays where it is until it has completed.
 """
 
 from __future__ import annotations
@@ -37,7 +45,9 @@ from mpicoll.schedule.plan import BoundRound
 class Step(NamedTuple):
     sends: tuple  # ((uint8 view, peer), ...)
     recvs: tuple
-    local: tuple
+    local: tuple  # callables run once the messages are done
+    ready: object = None  # an event to complete before posting
+    call: object = None  # () -> MPI.Request, posted instead of messages
 
 
 def compile_plan(plan: list[BoundRound]) -> tuple[Step, ...]:
@@ -52,8 +62,12 @@ def compile_plan(plan: list[BoundRound]) -> tuple[Step, ...]:
 def run(steps: tuple[Step, ...], comm: MPI.Comm, tag: int) -> None:
     """Run ``steps`` to completion, blocking."""
     waitall = MPI.Request.Waitall
-    for sends, recvs, local in steps:
-        if sends and recvs:
+    for sends, recvs, local, ready, call in steps:
+        if ready is not None:
+            ready.synchronize()
+        if call is not None:
+            call().Wait()
+        elif sends and recvs:
             if len(sends) == 1 and len(recvs) == 1:
                 (sbuf, dst), (rbuf, src) = sends[0], recvs[0]
                 comm.Sendrecv(sbuf, dst, tag, rbuf, src, tag)
@@ -106,12 +120,16 @@ class Execution:
         self._comm = comm
         self._tag = tag
         self._next = 0
+        self._posted = False  # the current step's messages are posted
         self._requests: list[MPI.Request] = []
-        self._peers: list[tuple[str, int]] = []
+        self._peers: list[tuple[str, int]] = []  # the requests, in words
         self._lock = threading.Lock()
         self.done = False
         self.error: Exception | None = None
-        self._advance()
+        try:  # post the first round; test()/wait()/the thread go on
+            self._advance(block=False, start=True)
+        except Exception as exc:  # raised by test/wait, as any later one
+            self.error = exc
 
     @property
     def finished(self) -> bool:
@@ -120,39 +138,50 @@ class Execution:
 
     def _post(self, step: Step) -> None:
         comm, tag = self._comm, self._tag
-        self._requests = [comm.Irecv(b, p, tag) for b, p in step.recvs] + [
-            comm.Isend(b, p, tag) for b, p in step.sends]
-        self._peers = [("receive from", p) for _, p in step.recvs] + [
-            ("send to", p) for _, p in step.sends]
+        if step.call is not None:
+            self._requests = [step.call()]
+            self._peers = [("the MPI library's call", None)]
+        else:
+            self._requests = [comm.Irecv(b, p, tag) for b, p in step.recvs] \
+                + [comm.Isend(b, p, tag) for b, p in step.sends]
+            self._peers = [("receive from", p) for _, p in step.recvs] + [
+                ("send to", p) for _, p in step.sends]
+        self._posted = True
 
-    def _advance(self) -> None:
-        """Post rounds, finishing the ones that need no messages."""
+    def _advance(self, block: bool, start: bool = False) -> None:
+        """Post, complete and run steps in order, waiting for each step's
+        fence and messages (``block``) or stopping at the first that is
+        not yet done; ``start``: stop once the first messages are posted
+        (what a launch does, without testing them)."""
         while self._next < len(self._steps):
             step = self._steps[self._next]
-            if self._requests:  # the current round's messages are done
-                self._requests = []
-                for fn in step.local:
-                    fn()
-                self._next += 1
-                continue
-            if step.sends or step.recvs:
+            if not self._posted:
+                if step.ready is not None:
+                    if block:
+                        step.ready.synchronize()
+                    elif not step.ready.done:
+                        return
                 self._post(step)
-                return
+                if start and self._requests:
+                    return
+            if self._requests:
+                if block:
+                    MPI.Request.Waitall(self._requests)
+                elif not MPI.Request.Testall(self._requests):
+                    return
+                self._requests = []
+            self._posted = False
             for fn in step.local:
                 fn()
             self._next += 1
         self.done = True
 
     def _guarded(self, block: bool) -> None:
-        """Advance, waiting for each round (``block``) or only as far as
-        messages allow; keep and raise an error. The caller holds the
-        lock."""
+        """Advance; keep and raise an error. The caller holds the lock."""
         if self.error is not None:
             raise self.error
-        done_yet = MPI.Request.Waitall if block else MPI.Request.Testall
         try:
-            while not self.done and done_yet(self._requests):
-                self._advance()
+            self._advance(block)
         except Exception as exc:
             self.error = exc
             raise
@@ -199,6 +228,8 @@ class Execution:
     def pending(self) -> list[str]:
         """The operations of the current round not yet complete."""
         with self._lock:
-            return [f"{what} rank {peer}"
+            if not self._posted and not self.finished:
+                return [f"device work before step {self._next}"]
+            return [what if peer is None else f"{what} rank {peer}"
                     for req, (what, peer) in zip(self._requests, self._peers)
                     if not req.Test()]

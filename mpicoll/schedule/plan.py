@@ -21,20 +21,24 @@ class BoundRound(NamedTuple):
     local: tuple[Callable[[], None], ...]
 
 
+def address(x) -> int:
+    """The data pointer of a host (NumPy) or device (CUDA) array."""
+    interface = getattr(x, "__array_interface__", None)
+    if interface is None:
+        interface = x.__cuda_array_interface__
+    return interface["data"][0]
+
+
 def same_memory(x: np.ndarray, y: np.ndarray) -> bool:
     """True when two 1-D contiguous views cover exactly the same bytes."""
-    return (
-        x.nbytes == y.nbytes
-        and x.__array_interface__["data"][0] == y.__array_interface__["data"][0]
-    )
+    return x.nbytes == y.nbytes and address(x) == address(y)
 
 
 def overlap(x: np.ndarray, y: np.ndarray) -> bool:
     """True when two 1-D contiguous views share any byte."""
     if x.size == 0 or y.size == 0:
         return False
-    x0 = x.__array_interface__["data"][0]
-    y0 = y.__array_interface__["data"][0]
+    x0, y0 = address(x), address(y)
     return x0 < y0 + y.nbytes and y0 < x0 + x.nbytes
 
 
@@ -47,8 +51,11 @@ def view(arrays: dict[str, np.ndarray], span: Span) -> np.ndarray:
     return arr[span.start:span.stop]
 
 
-def bind(schedule: Schedule, arrays: dict[str, np.ndarray], op) -> list[BoundRound]:
-    """Bind ``schedule`` to 1-D ``arrays`` keyed by buffer name.
+def bind(schedule: Schedule, arrays: dict[str, np.ndarray], op,
+         xp=np) -> list[BoundRound]:
+    """Bind ``schedule`` to 1-D ``arrays`` keyed by buffer name; ``xp`` is
+    their array module (``numpy``, or a device runtime's), whose
+    ``copyto`` and ufuncs the local steps call.
 
     Copies whose source and destination are the same memory (the first copy
     of an in-place call) are dropped here. A reduction whose output partly
@@ -56,13 +63,14 @@ def bind(schedule: Schedule, arrays: dict[str, np.ndarray], op) -> list[BoundRou
     ``ValueError``.
     """
     plan = []
+    apply = op.kernel(xp) if op is not None else None
     for rnd in schedule.rounds:
         local = []
         for step in rnd.local:
             if isinstance(step, Copy):
                 src, dst = view(arrays, step.src), view(arrays, step.dst)
                 if not same_memory(src, dst):
-                    local.append(partial(np.copyto, dst, src))
+                    local.append(partial(xp.copyto, dst, src))
             else:
                 a, b, dst = (view(arrays, s) for s in step)
                 for src in (a, b):
@@ -70,7 +78,7 @@ def bind(schedule: Schedule, arrays: dict[str, np.ndarray], op) -> list[BoundRou
                         raise ValueError(
                             f"{step}: output partly overlaps an input"
                         )
-                local.append(partial(op.apply, a, b, dst))
+                local.append(partial(apply, a, b, dst))
         plan.append(
             BoundRound(
                 tuple((p, view(arrays, s)) for p, s in rnd.sends),

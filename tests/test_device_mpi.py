@@ -1,0 +1,398 @@
+"""The device path on every collective, against the host path.
+
+Device arrays here are :mod:`fakecuda`'s: host memory that mpicoll runs
+through its whole CUDA path (communication stream, events, fences, pinned
+mirrors, staged copies), with streams that run their work late. Every
+call, both faces, native and every hand-built algorithm, blocking and
+nonblocking, CUDA-aware and staged, must give bitwise the host result
+(itself checked against native MPI in test_collectives_mpi and
+test_primitives_mpi).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import fakecuda
+import mpicoll
+import mpicoll.schedule.device
+from mpicoll import cuda
+from mpidata import values
+
+pytestmark = pytest.mark.mpi
+N = 13  # elements per rank: odd, so blocks split unevenly
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    fake = fakecuda.FakeRuntime()
+    cuda.register_runtime(fakecuda.DeviceArray, fake)
+    yield fake
+    cuda.register_runtime(fakecuda.DeviceArray, None)
+
+
+@pytest.fixture(scope="module")
+def comm():
+    return mpicoll.Comm(MPI.COMM_WORLD)
+
+
+@pytest.fixture(params=["aware", "staged"])
+def mode(request, monkeypatch):
+    monkeypatch.setenv("MPICOLL_CUDA_AWARE",
+                       "1" if request.param == "aware" else "0")
+    return request.param
+
+
+def invoke(comm, name, nonblocking, *args, **kwargs):
+    """``comm.name(*args)``, or its nonblocking form waited on."""
+    if not nonblocking:
+        return getattr(comm, name)(*args, **kwargs)
+    if name[0].isupper():
+        work = getattr(comm, "I" + name[0].lower() + name[1:])(*args,
+                                                               **kwargs)
+    else:
+        work = getattr(comm, name)(*args, async_op=True, **kwargs)
+    work.wait()
+    return None
+
+
+CASES = {}  # name -> (collective whose algorithms apply, run)
+
+
+def case(name, collective):
+    def register(run):
+        CASES[name] = (collective, run)
+        return run
+    return register
+
+
+def uneven(p):
+    return [N + q % 3 for q in range(p)]
+
+
+@case("Allreduce", "allreduce")
+def _allreduce(c, new, alg, nb):
+    out = new(np.zeros(N))
+    invoke(c, "Allreduce", nb, new(values(c.rank, N, "float64")), out,
+           MPI.SUM, algorithm=alg)
+    inplace = new(values(c.rank, N, "int32"))
+    invoke(c, "Allreduce", nb, MPI.IN_PLACE, inplace, MPI.MAX,
+           algorithm=alg)
+    return out, inplace
+
+
+@case("all_reduce", "allreduce")
+def _all_reduce(c, new, alg, nb):
+    x = new(values(c.rank, N, "complex128"))
+    invoke(c, "all_reduce", nb, x, "prod", algorithm=alg)
+    return (x,)
+
+
+@case("Reduce", "reduce")
+def _reduce(c, new, alg, nb):
+    root = c.size - 1
+    out = new(np.zeros(N, np.int64))
+    invoke(c, "Reduce", nb, new(values(c.rank, N, "int64")), out, MPI.SUM,
+           root, algorithm=alg)
+    x = new(values(c.rank, N, "float32"))
+    invoke(c, "reduce", nb, x, 0, "min", algorithm=alg)
+    return out, x
+
+
+@case("Bcast", "bcast")
+def _bcast(c, new, alg, nb):
+    x = new(values(c.rank, N, "float64"))
+    invoke(c, "Bcast", nb, x, c.size // 2, algorithm=alg)
+    y = new(values(c.rank, N, "uint8"))
+    invoke(c, "broadcast", nb, y, 0, algorithm=alg)
+    return x, y
+
+
+@case("Allgather", "allgather")
+def _allgather(c, new, alg, nb):
+    out = new(np.zeros(N * c.size))
+    invoke(c, "Allgather", nb, new(values(c.rank, N, "float64")), out,
+           algorithm=alg)
+    inplace = new(values(c.rank, N * c.size, "int16"))
+    invoke(c, "Allgather", nb, MPI.IN_PLACE, inplace, algorithm=alg)
+    face = new(np.zeros(N * c.size, np.int32))
+    invoke(c, "all_gather", nb, face, new(values(c.rank, N, "int32")),
+           algorithm=alg)
+    return out, inplace, face
+
+
+@case("Gather", "gather")
+def _gather(c, new, alg, nb):
+    out = new(np.zeros(N * c.size))
+    invoke(c, "Gather", nb, new(values(c.rank, N, "float64")), out, 0,
+           algorithm=alg)
+    face = new(np.zeros(N * c.size, np.int32))
+    invoke(c, "gather", nb, face, new(values(c.rank, N, "int32")),
+           c.size - 1, algorithm=alg)
+    return out, face
+
+
+@case("Scatter", "scatter")
+def _scatter(c, new, alg, nb):
+    out = new(np.zeros(N))
+    invoke(c, "Scatter", nb, new(values(c.rank, N * c.size, "float64")),
+           out, 0, algorithm=alg)
+    face = new(np.zeros(N, np.int32))
+    invoke(c, "scatter", nb, face, new(values(c.rank, N * c.size, "int32")),
+           c.size - 1, algorithm=alg)
+    return out, face
+
+
+@case("Allgatherv", "allgatherv")
+def _allgatherv(c, new, alg, nb):
+    counts = uneven(c.size)
+    out = new(np.zeros(sum(counts)))
+    invoke(c, "Allgatherv", nb, new(values(c.rank, counts[c.rank],
+                                           "float64")), [out, counts],
+           algorithm=alg)
+    outs = [new(np.zeros(n, np.int32)) for n in counts]
+    invoke(c, "all_gather", nb, outs,
+           new(values(c.rank, counts[c.rank], "int32")), algorithm=alg)
+    return (out, *outs)
+
+
+@case("Gatherv", "gatherv")
+def _gatherv(c, new, alg, nb):
+    counts = uneven(c.size)
+    out = new(np.zeros(sum(counts)))
+    invoke(c, "Gatherv", nb, new(values(c.rank, counts[c.rank], "float64")),
+           [out, counts], 0, algorithm=alg)
+    return (out,)
+
+
+@case("Scatterv", "scatterv")
+def _scatterv(c, new, alg, nb):
+    counts = uneven(c.size)
+    out = new(np.zeros(counts[c.rank]))
+    invoke(c, "Scatterv", nb, [new(values(c.rank, sum(counts), "float64")),
+                               counts], out, 0, algorithm=alg)
+    return (out,)
+
+
+@case("Alltoall", "alltoall")
+def _alltoall(c, new, alg, nb):
+    out = new(np.zeros(N * c.size))
+    invoke(c, "Alltoall", nb, new(values(c.rank, N * c.size, "float64")),
+           out, algorithm=alg)
+    inplace = new(values(c.rank, N * c.size, "int64"))
+    invoke(c, "Alltoall", nb, MPI.IN_PLACE, inplace, algorithm=alg)
+    face = new(np.zeros(N * c.size, np.int32))
+    invoke(c, "all_to_all", nb, face, new(values(c.rank, N * c.size,
+                                                "int32")), algorithm=alg)
+    return out, inplace, face
+
+
+@case("Alltoallv", "alltoallv")
+def _alltoallv(c, new, alg, nb):
+    p, r = c.size, c.rank
+    scounts = [(r + q) % 3 + 1 for q in range(p)]
+    rcounts = [(q + r) % 3 + 1 for q in range(p)]
+    out = new(np.zeros(sum(rcounts)))
+    invoke(c, "Alltoallv", nb, [new(values(r, sum(scounts), "float64")),
+                                scounts], [out, rcounts], algorithm=alg)
+    face = new(np.zeros(sum(rcounts)))
+    invoke(c, "all_to_all", nb, face, new(values(r, sum(scounts),
+                                                 "float64")),
+           rcounts, scounts, algorithm=alg)
+    return out, face
+
+
+def _prefix(name, face, op, dtype):
+    """Scan or Exscan (rank 0's Exscan output is undefined: not compared)."""
+    def run(c, new, alg, nb):
+        out = new(np.zeros(N, np.int64))
+        invoke(c, name, nb, new(values(c.rank, N, "int64")), out, MPI.SUM,
+               algorithm=alg)
+        x = new(values(c.rank, N, dtype))
+        invoke(c, face, nb, x, op, algorithm=alg)
+        return (out if c.rank or name == "Scan" else out[:0]), x
+    return run
+
+
+case("Scan", "scan")(_prefix("Scan", "scan", "max", "float64"))
+case("Exscan", "exscan")(_prefix("Exscan", "exscan", "bxor", "int32"))
+
+
+@case("Reduce_scatter_block", "reduce_scatter_block")
+def _reduce_scatter_block(c, new, alg, nb):
+    out = new(np.zeros(N))
+    invoke(c, "Reduce_scatter_block", nb,
+           new(values(c.rank, N * c.size, "float64")), out, MPI.SUM,
+           algorithm=alg)
+    inplace = new(values(c.rank, N * c.size, "int32"))
+    invoke(c, "Reduce_scatter_block", nb, MPI.IN_PLACE, inplace, MPI.SUM,
+           algorithm=alg)
+    face = new(np.zeros(N, np.int32))
+    invoke(c, "reduce_scatter", nb, face,
+           new(values(c.rank, N * c.size, "int32")), algorithm=alg)
+    return out, inplace[:N], face
+
+
+@case("Reduce_scatter", "reduce_scatter")
+def _reduce_scatter(c, new, alg, nb):
+    counts = uneven(c.size)
+    out = new(np.zeros(counts[c.rank]))
+    invoke(c, "Reduce_scatter", nb, new(values(c.rank, sum(counts),
+                                                "float64")), out, counts,
+           MPI.SUM, algorithm=alg)
+    return (out,)
+
+
+def _runs():
+    for name, (collective, _) in CASES.items():
+        for algorithm in mpicoll.algorithms(collective):
+            yield name, algorithm
+
+
+def _on_host(results):
+    fakecuda.NULL_STREAM.synchronize()  # the caller's stream: rule 3
+    return [np.array(x.view(np.ndarray)) for x in results]
+
+
+@pytest.mark.parametrize("nonblocking", [False, True],
+                         ids=["blocking", "nonblocking"])
+@pytest.mark.parametrize(("name", "algorithm"), list(_runs()))
+def test_device_arrays_give_the_host_results(runtime, comm, mode, name,
+                                             algorithm, nonblocking):
+    _, run = CASES[name]
+    try:
+        want = run(comm, np.array, algorithm, False)
+    except mpicoll.ConstraintError as exc:
+        pytest.skip(str(exc))
+    got = _on_host(run(comm, fakecuda.device_array, algorithm,
+                       nonblocking))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "recursive_doubling",
+                                       "rabenseifner", "native"])
+def test_messages_cut_into_pieces(runtime, comm, mode, monkeypatch,
+                                  algorithm):
+    """Pieces of 64 bytes: many per message, each staged on its own."""
+    monkeypatch.setattr(mpicoll.schedule.device, "PIECE_BYTES", 64)
+    x = values(comm.rank, 1000, "float64")
+    want = x.copy()
+    comm.all_reduce(want, algorithm=algorithm)
+    got = fakecuda.device_array(x)
+    comm.all_reduce(got, algorithm=algorithm)
+    np.testing.assert_array_equal(_on_host([got])[0], want)
+
+
+def test_split_communicators_have_their_own_streams(runtime, mode):
+    world = MPI.COMM_WORLD
+    half = mpicoll.Comm(world.Split(world.rank % 2, world.rank))
+    x = fakecuda.device_array(np.full(N, world.rank + 1.0))
+    work = half.all_reduce(x, algorithm="ring", async_op=True)
+    work.synchronize()
+    members = range(world.rank % 2, world.size, 2)
+    np.testing.assert_array_equal(x.view(np.ndarray),
+                                  sum(q + 1.0 for q in members))
+    assert half._ctx.stream(runtime, 0) is not \
+        mpicoll.Comm(world)._ctx.stream(runtime, 0)
+    half.free()
+
+
+def test_many_in_flight_while_the_caller_launches_kernels(runtime, comm,
+                                                          mode):
+    """Eight all-reduces in flight on one stream, the caller's stream busy
+    with its own kernels in between; each result as on the host."""
+    xs = [fakecuda.device_array(values(comm.rank, N + i, "float64"))
+          for i in range(8)]
+    wants = [np.array(x.view(np.ndarray)) for x in xs]
+    for w in wants:
+        comm.all_reduce(w)
+    works = []
+    scratch = runtime.xp.empty(N)
+    for i, x in enumerate(xs):
+        works.append(comm.all_reduce(x, algorithm="ring" if i % 2 else
+                                     "recursive_doubling", async_op=True))
+        runtime.xp.multiply(scratch, 2.0, out=scratch)
+    mpicoll.waitall(works)
+    for got, want in zip(_on_host(xs), wants):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_results_are_ordered_on_the_callers_stream(runtime, comm, mode):
+    """After wait(), a kernel on the caller's stream sees the result
+    without any host synchronisation in between."""
+    x = fakecuda.device_array(np.full(N, comm.rank + 1.0))
+    doubled = runtime.xp.empty(N)
+    comm.all_reduce(x, algorithm="ring", async_op=True).wait()
+    runtime.xp.multiply(x, 2.0, out=doubled)
+    total = sum(range(1, comm.size + 1))
+    np.testing.assert_array_equal(_on_host([doubled])[0], 2.0 * total)
+
+
+def test_bucketer_on_device_arrays(runtime, comm, mode):
+    grads = [fakecuda.device_array(np.full(shape, comm.rank + 1.0,
+                                           dtype=dtype))
+             for shape, dtype in [((3, 4), "float32"), ((5,), "float64"),
+                                  ((), "float32"), ((7,), "float64")]]
+    bucketer = mpicoll.GradientBucketer(comm, grads, bucket_bytes=40,
+                                        average=True)
+    for g in reversed(grads):
+        bucketer.mark_ready(g)
+    bucketer.wait()
+    mean = sum(range(1, comm.size + 1)) / comm.size
+    for got in _on_host(grads):
+        np.testing.assert_allclose(got, mean, rtol=1e-6)
+
+
+def test_mixed_host_and_device_buffers_are_refused(runtime, comm):
+    with pytest.raises(mpicoll.BufferSpecError,
+                       match=r"rank \d+.*allreduce.*same memory"):
+        comm.Allreduce(fakecuda.device_array(np.zeros(3)), np.zeros(3))
+
+
+def test_user_mpi_op_on_device_arrays_is_refused(runtime, comm):
+    op = MPI.Op.Create(lambda a, b, t: None, commute=True)
+    try:
+        with pytest.raises(mpicoll.OpTypeError,
+                           match=r"rank \d+.*allreduce.*host memory"):
+            comm.all_reduce(fakecuda.device_array(np.zeros(3)), op,
+                            algorithm="ring")
+    finally:
+        op.Free()
+
+
+def test_point_to_point_on_device_arrays(runtime, comm, mode):
+    """Every point-to-point call around a ring, device to device."""
+    p, r = comm.size, comm.rank
+    right, left = (r + 1) % p, (r - 1) % p
+    mine = values(r, N, "float64")
+    theirs = values(left, N, "float64")
+
+    def fresh():
+        return fakecuda.device_array(np.zeros(N))
+
+    results = []
+    if p > 1:  # a blocking send to oneself may wait for its receive
+        got = fresh()
+        if r % 2 == 0:
+            comm.Send(fakecuda.device_array(mine), right, 1)
+            comm.Recv([got, MPI.DOUBLE], left, 1)
+        else:
+            comm.Recv([got, MPI.DOUBLE], left, 1)
+            comm.Send(fakecuda.device_array(mine), right, 1)
+        results.append(got)
+    got = fresh()
+    works = [comm.irecv(got, left, 2),
+             comm.isend(fakecuda.device_array(mine), right, 2)]
+    mpicoll.waitall(works)
+    results.append(got)
+    got = fresh()
+    comm.Sendrecv(fakecuda.device_array(mine), right, 3, got, left, 3)
+    results.append(got)
+    got = fakecuda.device_array(mine)
+    comm.Sendrecv_replace(got, right, 4, left, 4)
+    results.append(got)
+    for g in _on_host(results):
+        np.testing.assert_array_equal(g, theirs)
