@@ -57,18 +57,17 @@ _KEYVAL = MPI.Comm.Create_keyval()
 class CompiledPlan:
     """Steps bound to specific buffers; ``busy`` while a nonblocking call
     runs them (a second concurrent call then binds its own). A device
-    plan's ``end`` is the event after its last device work, and
-    ``arrays`` its scratch and mirrors."""
+    plan's ``end`` is the event after its last device work (its scratch
+    and mirrors live in the steps' views)."""
 
-    __slots__ = ("arrays", "busy", "end", "owners", "steps")
+    __slots__ = ("busy", "end", "owners", "steps")
 
-    def __init__(self, steps: tuple[Step, ...], owners: tuple, end=None,
-                 arrays=()) -> None:
+    def __init__(self, steps: tuple[Step, ...], owners: tuple,
+                 end=None) -> None:
         self.steps = steps
         self.owners = owners  # the caller's objects, identity-checked
         self.busy = False
         self.end = end
-        self.arrays = arrays
 
 
 class Context:
@@ -152,8 +151,7 @@ class Context:
             mirrors["sync"] = arrays["sync"]
         steps, end = compile_device(schedule, arrays, op, runtime, where,
                                     stream, mirrors)
-        return CompiledPlan(steps, owners, end,
-                            (arrays["tmp"], *(mirrors or {}).values()))
+        return CompiledPlan(steps, owners, end)
 
     # ------------------------------------------------------------ nodes
 

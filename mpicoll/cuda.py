@@ -15,8 +15,8 @@ A runtime provides:
 ``xp``
     the array module (``empty``, ``copyto``, ``divide`` and the ufuncs
     ``add``, ``multiply``, ``maximum``, ... that built-in ops name);
-``as_array(obj)``, ``device_of(x)``, ``address(x)``
-    a device array viewing ``obj``; its device number; its data pointer;
+``as_array(obj)``, ``device_of(x)``
+    a device array viewing ``obj``; its device number;
 ``empty(n, dtype, device)``, ``pinned_empty(n, dtype)``
     a device array; a NumPy array in page-locked host memory;
 ``new_stream(device)``, ``current_stream(device)``, ``new_event(device)``
@@ -66,9 +66,6 @@ class CupyRuntime:
 
     def device_of(self, x) -> int:
         return x.device.id
-
-    def address(self, x) -> int:
-        return x.data.ptr
 
     def empty(self, n: int, dtype, device: int):
         with self._cuda.Device(device):

@@ -161,9 +161,6 @@ class FakeRuntime:
     def device_of(self, x) -> int:
         return 0
 
-    def address(self, x) -> int:
-        return x.__array_interface__["data"][0]
-
     def empty(self, n: int, dtype, device: int) -> DeviceArray:
         return self.xp.empty(n, dtype)
 
