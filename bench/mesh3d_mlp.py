@@ -4,7 +4,8 @@
 
 The model is a chain of ``pp`` residual blocks ``y = x + relu(x W1) W2``,
 one per pipeline stage, trained by SGD on a mean squared error. The three
-kinds of parallelism each use their own Comm of one ``mpicoll.Mesh``:
+kinds of parallelism each use their own process group of one
+``mpicoll.Mesh`` (``mesh.get_group(name)``, a ``mpicoll.ProcessGroup``):
 
 - **tp** (tensor parallel, Megatron-style): ``W1`` is split by columns and
   ``W2`` by rows over the ranks of ``mesh["tp"]``, so each computes a
@@ -117,6 +118,7 @@ def train(mesh: mpicoll.Mesh, cfg: Config, algorithm: str = "auto"):
     shard ``(W1[:, cols], W2[cols, :])`` of its stage's final weights, the
     loss of each step (on every rank), and the :class:`Timer`."""
     dp, pp, tp = mesh["dp"], mesh["pp"], mesh["tp"]
+    dpg, ppg, tpg = (mesh.get_group(n) for n in ("dp", "pp", "tp"))
     if cfg.hidden % tp.size or cfg.batch % (dp.size * cfg.microbatches):
         raise ValueError(f"hidden {cfg.hidden} must be a multiple of tp "
                          f"({tp.size}), and batch {cfg.batch} of dp x "
@@ -146,14 +148,14 @@ def train(mesh: mpicoll.Mesh, cfg: Config, algorithm: str = "auto"):
                 x = x_all[rows]
             else:
                 x = np.empty((micro, cfg.dim))
-                timer("pp", pp.recv, x, stage - 1, m)
+                timer("pp", ppg.recv, x, stage - 1, m)
             h = np.maximum(x @ w1, 0)
             y = h @ w2
-            timer("tp", tp.all_reduce, y, algorithm=algorithm)
+            timer("tp", tpg.all_reduce, y, algorithm=algorithm)
             y += x
             stash.append((x, h, y))
             if stage < last:
-                timer("pp", pp.send, y, stage + 1, m)
+                timer("pp", ppg.send, y, stage + 1, m)
         for m in reversed(range(cfg.microbatches)):  # backward
             x, h, y = stash[m]
             if stage == last:
@@ -162,22 +164,22 @@ def train(mesh: mpicoll.Mesh, cfg: Config, algorithm: str = "auto"):
                 dy = err / (share * cfg.dim)
             else:
                 dy = np.empty((micro, cfg.dim))
-                timer("pp", pp.recv, dy, stage + 1, m)
+                timer("pp", ppg.recv, dy, stage + 1, m)
             dh = (dy @ w2.T) * (h > 0)
             g1 += x.T @ dh
             g2 += h.T @ dy
             if stage > 0:
                 dx = dh @ w1.T
-                timer("tp", tp.all_reduce, dx, algorithm=algorithm)
+                timer("tp", tpg.all_reduce, dx, algorithm=algorithm)
                 dx += dy
-                timer("pp", pp.send, dx, stage - 1, m)
-        timer("dp", dp.all_reduce, grads, algorithm=algorithm)
+                timer("pp", ppg.send, dx, stage - 1, m)
+        timer("dp", dpg.all_reduce, grads, algorithm=algorithm)
         params -= (cfg.lr / dp.size) * grads
     # Each step's loss over the whole batch: the last stage's sums of
     # squared errors, counted once per dp replica (from its tp rank 0).
     if stage != last or tp.rank != 0:
         losses[...] = 0
-    mesh.comm.all_reduce(losses)
+    mpicoll.ProcessGroup(mesh.comm).all_reduce(losses)
     losses /= cfg.batch * cfg.dim
     return (w1, w2), losses, timer
 
@@ -192,7 +194,7 @@ def mismatch(mesh: mpicoll.Mesh, cfg: Config, shard, weights) -> float:
     worst = np.array([max(np.max(np.abs(got - want)) / np.max(np.abs(want))
                           for got, want in zip(shard, (w1[:, cols],
                                                        w2[cols, :])))])
-    mesh.comm.all_reduce(worst, op="max")
+    mpicoll.ProcessGroup(mesh.comm).all_reduce(worst, op="max")
     return float(worst[0])
 
 
@@ -201,9 +203,9 @@ def report(mesh: mpicoll.Mesh, cfg: Config, losses, ref_losses,
     """Rank 0's summary (every rank calls it: it reduces the counts and
     timings over the mesh)."""
     seconds = np.array([timer.seconds[k] for k in KINDS])
-    mesh.comm.all_reduce(seconds, op="max")
+    mpicoll.ProcessGroup(mesh.comm).all_reduce(seconds, op="max")
     totals = np.array([[timer.calls[k], timer.bytes[k]] for k in KINDS])
-    mesh.comm.all_reduce(totals)
+    mpicoll.ProcessGroup(mesh.comm).all_reduce(totals)
     shape = " x ".join(f"{n}={s}" for n, s in zip(mesh.names, mesh.shape))
     lines = [
         f"mesh {shape} on {mesh.comm.size} ranks: MLP of {mesh['pp'].size} "

@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     from mpicoll.bench.specs import SPECS
 
     comm = mpicoll.Comm(MPI.COMM_WORLD)
-    world, spec = comm.mpi, SPECS[args.collective]
+    world, spec = MPI.Intracomm(comm), SPECS[args.collective]
     if comm.rank == 0:
         print(f"# {args.collective} float32 through mpi4py, {comm.size} "
               f"ranks: OSU's method against ours (avg/min/max over ranks of "

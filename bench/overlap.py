@@ -249,7 +249,7 @@ def run(args, world: MPI.Comm) -> Result:
                                     clock.resolve(b) - origin)
                                    for name, a, b in spans]
     slowest = np.array([times[mode] for mode in MODES])
-    comm.all_reduce(slowest, op="max")
+    bucketer.group.all_reduce(slowest, op="max")
     medians = [statistics.median(row) for row in slowest]
     worst, tolerance = check(comm, model, bucketer)
     return Result(*medians, buckets=len(bucketer.buckets), worst=worst,
@@ -271,14 +271,14 @@ def check(comm, model: Backward, bucketer: GradientBucketer):
 
     model.run(ready=ready)
     bucketer.wait()
-    xp, worst = model.xp, np.zeros(1)
+    xp, worst, group = model.xp, np.zeros(1), bucketer.group
     for layer, grad in enumerate(model.grads):
         ref = local[layer]
-        comm.all_reduce(ref, algorithm="native")
+        group.all_reduce(ref, algorithm="native")
         ref /= comm.size
         scale = float(xp.max(xp.abs(ref))) or 1.0
         worst[0] = max(worst[0], float(xp.max(xp.abs(grad - ref))) / scale)
-    comm.all_reduce(worst, op="max")
+    group.all_reduce(worst, op="max")
     return float(worst[0]), 4 * comm.size * float(np.finfo(grad.dtype).eps)
 
 

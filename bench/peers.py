@@ -157,9 +157,11 @@ def measure_size(comm, case, makers: dict, hand_built: list[str], *,
     """Records for the contenders at ``case``: timed interleaved, then each
     checked on fresh buffers (hand-built algorithms folded into the one
     ``mpicoll best`` row)."""
+    from mpi4py import MPI
+
     from mpicoll.bench import harness
 
-    world = comm.mpi
+    world = MPI.Intracomm(comm)
     bufs = harness.make_buffers(case, comm.rank, comm.size)
     calls = {name: make(case, bufs)[0] for name, make in makers.items()}
     probe = harness.warm_up(world, calls, warmup)
@@ -262,7 +264,7 @@ def main(argv=None) -> int:
     from mpicoll.bench.specs import SPECS
 
     comm = mpicoll.Comm(MPI.COMM_WORLD)
-    world = comm.mpi
+    world = MPI.Intracomm(comm)
     gloo = None if args.no_torch else torch_gloo(world)
     level = {MPI.THREAD_SINGLE: "single",
              MPI.THREAD_MULTIPLE: "multiple"}.get(MPI.Query_thread(), "other")

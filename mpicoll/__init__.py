@@ -3,17 +3,19 @@
     from mpi4py import MPI
     import mpicoll
 
-    comm = mpicoll.Comm(MPI.COMM_WORLD)
+    comm = mpicoll.Comm(MPI.COMM_WORLD)      # an MPI.Intracomm, same handle
     comm.Allreduce(MPI.IN_PLACE, x, MPI.SUM, algorithm="ring")   # mpi4py face
-    comm.all_reduce(x, op="sum", algorithm="auto")               # torch face
-    comm.all_reduce(cupy_x, async_op=True).wait()     # CuPy, stream-ordered
+    pg = mpicoll.ProcessGroup(comm)
+    pg.all_reduce(x, op=mpicoll.ReduceOp.SUM, algorithm="auto")  # torch face
+    pg.all_reduce(cupy_x, async_op=True).wait()       # CuPy, stream-ordered
     mpicoll.algorithms("allreduce")   # ['native', 'recursive_doubling', ...]
 """
 
 from mpicoll.bucketing import GradientBucketer
 from mpicoll.coll.registry import algorithms
-from mpicoll.comm import Comm, set_explain
+from mpicoll.comm import Comm
 from mpicoll.cuda import cuda_aware
+from mpicoll.engine import set_explain
 from mpicoll.errors import (
     AlgorithmError,
     BufferSpecError,
@@ -25,7 +27,7 @@ from mpicoll.errors import (
     UnknownAlgorithmError,
 )
 from mpicoll.ops import Op
-from mpicoll.p2p import P2POp
+from mpicoll.process_group import P2POp, ProcessGroup, ReduceOp
 from mpicoll.work import Work, testall, waitall
 
 __version__ = "0.1.0"
@@ -43,6 +45,8 @@ __all__ = [
     "Op",
     "OpTypeError",
     "P2POp",
+    "ProcessGroup",
+    "ReduceOp",
     "UnknownAlgorithmError",
     "Work",
     "algorithms",

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mpicoll.comm import Comm
+from mpicoll.process_group import ProcessGroup
 from mpicoll.cuda import copyto, empty_like, placement, runtime_of
 from mpicoll.errors import InvalidArgumentError
 from mpicoll.ops import builtin_op
@@ -111,7 +111,8 @@ class GradientBucketer:
     """Fused, overlapped all-reduce of a fixed list of arrays, step after
     step (DDP's ``Reducer``, Horovod's tensor fusion).
 
-    ``comm``: a :class:`mpicoll.Comm` (an ``MPI.Intracomm`` is wrapped).
+    ``comm``: an ``MPI.Intracomm``, :class:`mpicoll.Comm` or
+    :class:`mpicoll.ProcessGroup`.
     ``arrays``: NumPy or CuPy arrays (a device array's bucket is on its
     device, and its copies and averaging run on the caller's current
     stream, ordered with the all-reduce by :mod:`mpicoll.devicecall`),
@@ -120,7 +121,7 @@ class GradientBucketer:
     the mean over ranks with ``average=True`` (floating and complex dtypes
     only: integer means are refused rather than floored). The packing is
     :func:`plan_buckets`; ``algorithm`` is the all-reduce's, as in
-    :meth:`mpicoll.Comm.all_reduce`. ``on_event(what, bucket)``, if given,
+    :meth:`mpicoll.ProcessGroup.all_reduce`. ``on_event(what, bucket)``, if given,
     is called with ``"launch"`` right after a bucket's all-reduce starts
     and ``"done"`` when it is first seen complete (for timelines).
 
@@ -158,7 +159,9 @@ class GradientBucketer:
                  average: bool = False, algorithm: str = "auto",
                  bucket_views: bool = False,
                  on_event: Callable[[str, int], None] | None = None) -> None:
-        self.comm = comm = comm if isinstance(comm, Comm) else Comm(comm)
+        self.group = ProcessGroup(
+            comm.comm if isinstance(comm, ProcessGroup) else comm)
+        self.comm = comm = self.group.comm
         self.average = average
         self.algorithm = algorithm
         self.arrays = list(arrays)
@@ -243,7 +246,7 @@ class GradientBucketer:
                                    **self._where("mark_ready"))
 
     def _launch(self, b: int) -> None:
-        self._works.append((b, self.comm.all_reduce(
+        self._works.append((b, self.group.all_reduce(
             self._buffers[b], algorithm=self.algorithm, async_op=True)))
         if self._on_event is not None:
             self._on_event("launch", b)

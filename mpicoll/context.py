@@ -71,9 +71,11 @@ class CompiledPlan:
 
 
 class Context:
-    def __init__(self, comm: MPI.Comm) -> None:
-        self.ranks_per_node = ranks_per_node(comm.Get_rank())
-        self.comm = comm.Dup()
+    def __init__(self, comm: MPI.Comm, ranks_per_node: int | None) -> None:
+        self.ranks_per_node = ranks_per_node
+        # A plain mpi4py communicator: the caller's may be an mpicoll.Comm,
+        # whose Dup is one too, and whose collectives would come back here.
+        self.comm = MPI.Intracomm(MPI.Intracomm.Dup(comm))
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         self._tag_ub = min(int(self.comm.Get_attr(MPI.TAG_UB)), 1 << 30)
@@ -235,12 +237,13 @@ def ranks_per_node(rank: int) -> int | None:
     return k
 
 
-def context_of(comm: MPI.Comm) -> Context:
+def context_of(comm: MPI.Comm, ranks_per_node: int | None = None) -> Context:
     """The shared context of ``comm``, created on first use (collective:
-    every rank of ``comm`` must get here the first time together)."""
+    every rank of ``comm`` must get here the first time together), with
+    ``ranks_per_node`` (:func:`ranks_per_node`) then."""
     ctx = comm.Get_attr(_KEYVAL)
     if ctx is None:
-        ctx = Context(comm)
+        ctx = Context(comm, ranks_per_node)
         comm.Set_attr(_KEYVAL, ctx)
     return ctx
 

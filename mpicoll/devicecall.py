@@ -36,6 +36,7 @@ from __future__ import annotations
 from functools import partial
 from typing import NamedTuple
 
+from mpicoll.collectives import COLLECTIVES
 from mpicoll.schedule.device import DeviceSteps, on_stream
 from mpicoll.schedule.executor import Step
 from mpicoll.schedule.plan import address, overlap
@@ -104,7 +105,7 @@ def native_steps(target: DeviceTarget, collective: str, native, send, recv,
     else:
         host_send = runtime.pinned_empty(send.size, send.dtype)
         inputs = [(host_send, send)]
-        if collective == "bcast":
+        if COLLECTIVES[collective].single_buffer:
             inputs.append((host_recv, recv))
     if send is recv:
         host_send = host_recv

@@ -8,8 +8,18 @@ collective; run under ``python -m mpi4py`` so the exception aborts the job).
     MpicollError
     ├── InvalidArgumentError (also ValueError): bad buffer, count, root, op
     │   ├── BufferSpecError: a buffer that is too small, read-only,
-    │   │                     non-contiguous or of an unusable type
-    │   └── OpTypeError (also TypeError): op not defined for the dtype
+    │   │   │                 non-contiguous or of an unusable type
+    │   │   ├── BufferSpecTypeError (also TypeError)
+    │   │   ├── BufferSpecKeyError (also KeyError): no MPI datatype for it
+    │   │   ├── BufferSpecBufferError (also BufferError)
+    │   │   ├── BufferSpecOverflowError (also OverflowError)
+    │   │   └── BufferSpecMPIError (also MPIArgumentError)
+    │   ├── OpTypeError (also TypeError): op not defined for the dtype
+    │   │   └── MPIOpTypeError (also MPIArgumentError): MPI.ERR_OP
+    │   ├── InvalidArgumentTypeError (also TypeError)
+    │   ├── InvalidArgumentOverflowError (also OverflowError)
+    │   └── MPIArgumentError (also MPI.Exception): what MPI itself rejects
+    │       └── RootError: MPI.ERR_ROOT
     ├── AlgorithmError (also ValueError)
     │   ├── UnknownAlgorithmError: no such name for the collective
     │   └── ConstraintError: the algorithm cannot run these arguments
@@ -17,6 +27,8 @@ collective; run under ``python -m mpi4py`` so the exception aborts the job).
 """
 
 from __future__ import annotations
+
+from mpi4py import MPI
 
 
 class MpicollError(Exception):
@@ -70,3 +82,110 @@ class CollectiveTimeoutError(MpicollError, TimeoutError):
     def __init__(self, what: str, *, pending=(), **where) -> None:
         self.pending = tuple(pending)
         super().__init__(what, **where)
+
+
+# -- dual-typed errors: each is also the exception mpi4py raises ------------
+# A rejected argument raises an MpicollError (naming rank and call) that is
+# also an instance of what mpi4py raises for the same argument, so code
+# written against mpi4py's exceptions keeps working.
+
+
+class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument of the wrong type (mpi4py: ``TypeError``)."""
+
+
+class InvalidArgumentOverflowError(InvalidArgumentError, OverflowError):
+    """An integer too large for MPI's C type (mpi4py: ``OverflowError``)."""
+
+
+class MPIArgumentError(InvalidArgumentError, MPI.Exception):
+    """An argument MPI itself rejects; also an ``MPI.Exception`` whose
+    ``Get_error_class()`` is the class MPI raises for it (``MPI.ERR_ROOT``,
+    ``MPI.ERR_COUNT``, ``MPI.ERR_TYPE``, ``MPI.ERR_OP``, ``MPI.ERR_BUFFER``
+    ...). ``str()`` is mpicoll's message, not MPI's error string."""
+
+    def __init__(self, what: str, *, error_class: int, **where) -> None:
+        self.mpi_error_class = int(error_class)
+        super().__init__(what, **where)
+
+    def __int__(self) -> int:  # MPI.Exception reads its code through int()
+        return self.mpi_error_class
+
+    def __str__(self) -> str:
+        return Exception.__str__(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})"
+
+
+class RootError(MPIArgumentError):
+    """The root is not a rank of the communicator (``MPI.ERR_ROOT``)."""
+
+
+class MPIOpTypeError(OpTypeError, MPIArgumentError):
+    """MPI does not define the predefined op on the datatype
+    (``MPI.ERR_OP``)."""
+
+
+class BufferSpecTypeError(BufferSpecError, InvalidArgumentTypeError):
+    """Not a buffer or message specification (mpi4py: ``TypeError``)."""
+
+
+class BufferSpecKeyError(BufferSpecError, KeyError):
+    """A format or type code with no MPI datatype (mpi4py: ``KeyError``)."""
+
+    def __str__(self) -> str:  # KeyError's own would quote the message
+        return Exception.__str__(self)
+
+
+class BufferSpecBufferError(BufferSpecError, BufferError):
+    """Memory that cannot be used as asked: not contiguous, not writable,
+    a dtype DLPack cannot export (mpi4py: ``BufferError``)."""
+
+
+class BufferSpecOverflowError(BufferSpecError, InvalidArgumentOverflowError):
+    """A count or displacement beyond MPI's C integers."""
+
+
+class BufferSpecMPIError(BufferSpecError, MPIArgumentError):
+    """A buffer argument MPI rejects: a null or uncommitted datatype
+    (``MPI.ERR_TYPE``), a negative count (``MPI.ERR_COUNT``), the same
+    buffer for sending and receiving (``MPI.ERR_BUFFER``)."""
+
+
+class PendingMPIError(MPI.Exception):
+    """What MPI would raise, found before the call: :func:`spec_error`
+    makes it a :class:`BufferSpecMPIError` with mpicoll's message."""
+
+    def __init__(self, error_class: int, what: str) -> None:
+        super().__init__(error_class)
+        self.what = what
+
+
+_SPEC_ERRORS = ((KeyError, BufferSpecKeyError),
+                (BufferError, BufferSpecBufferError),
+                (OverflowError, BufferSpecOverflowError),
+                (TypeError, BufferSpecTypeError), (ValueError, BufferSpecError))
+_DYNAMIC: dict = {}
+
+
+def spec_error(exc: BaseException, where: dict) -> MpicollError:
+    """``exc``, raised parsing a buffer argument, as a
+    :class:`BufferSpecError` naming ``where`` that is still an instance of
+    ``exc``'s type (and of ``MPI.Exception``, with its error class)."""
+    if isinstance(exc, MPI.Exception):
+        what = getattr(exc, "what", None) or str(exc).splitlines()[0]
+        return BufferSpecMPIError(what, error_class=exc.Get_error_class(),
+                                  **where)
+    what = str(exc.args[0]) if len(exc.args) == 1 else str(exc)
+    for base, cls in _SPEC_ERRORS:
+        if isinstance(exc, base):
+            return cls(what, **where)
+    kind = type(exc)
+    if kind not in _DYNAMIC:
+        try:
+            _DYNAMIC[kind] = type(f"BufferSpec{kind.__name__}",
+                                  (BufferSpecError, kind), {})
+        except TypeError:  # an incompatible layout
+            _DYNAMIC[kind] = BufferSpecError
+    return _DYNAMIC[kind](what, **where)

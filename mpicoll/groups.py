@@ -9,8 +9,9 @@ arguments are valid: a bad argument on one rank raises the same error on
 every rank instead of leaving the others blocked in MPI's ``Split``.
 
 :class:`Groups` is a mixin of :class:`mpicoll.Comm`; it expects
-``self.mpi``, ``self.rank``, ``self.size``, ``self._ctx``,
-``self._subcomms`` and ``self._where``.
+``self.rank``, ``self.size``, ``self.Split``, ``self._engine``,
+``self._subcomms``, ``self._where`` and ``self._comm_class`` (the class
+new communicators are made of).
 """
 
 from __future__ import annotations
@@ -31,8 +32,7 @@ class Groups:
 
         Collective: every rank calls it. Cost: one small allgather (the
         argument check), one ``Split``, and the new Comm's ``Dup``. The new
-        communicator is the caller's: ``sub.free(); sub.mpi.Free()``
-        releases it.
+        communicator is the caller's: ``sub.Free()`` releases it.
         """
         undefined = color is None or (_is_int(color)
                                       and color == MPI.UNDEFINED)
@@ -43,9 +43,9 @@ class Groups:
         elif not _is_int(key):
             problem = f"passed key {key!r}: keys are ints"
         self._agreed("split", problem)
-        mpi = self.mpi.Split(MPI.UNDEFINED if undefined else int(color),
+        mpi = self.Split(MPI.UNDEFINED if undefined else int(color),
                              int(key))
-        return None if mpi == MPI.COMM_NULL else type(self)(mpi)
+        return None if mpi == MPI.COMM_NULL else self._comm_class(mpi)
 
     def new_group(self, ranks) -> Groups | None:
         """A ``Comm`` of the listed ranks, its rank ``i`` being rank
@@ -56,7 +56,7 @@ class Groups:
         every rank calls it, with the same list. Cost: one small allgather
         (every rank's list, checked for range, duplicates and agreement)
         and one ``Split``, plus the new Comm's ``Dup``. Release it with
-        ``sub.free(); sub.mpi.Free()``.
+        ``sub.Free()``.
         """
         members = problem = None
         if isinstance(ranks, (str, bytes)) or not hasattr(ranks, "__iter__"):
@@ -80,15 +80,15 @@ class Groups:
                     f"rank {q} passed {list(lists[q])}" for q in [0, *differ]),
                 **self._where("new_group"))
         inside = self.rank in members
-        mpi = self.mpi.Split(0 if inside else MPI.UNDEFINED,
+        mpi = self.Split(0 if inside else MPI.UNDEFINED,
                              members.index(self.rank) if inside else 0)
-        return None if mpi == MPI.COMM_NULL else type(self)(mpi)
+        return None if mpi == MPI.COMM_NULL else self._comm_class(mpi)
 
     def _agreed(self, call: str, problem: str | None, item=None) -> list:
         """Every rank's ``item``, once no rank has a ``problem``: one small
         allgather, after which the lowest rank's problem, if any, is raised
         on every rank (so none is left waiting in the next collective)."""
-        rows = self._ctx.comm.allgather((problem, item))
+        rows = self._engine.ctx.comm.allgather((problem, item))
         for q, (bad, _) in enumerate(rows):
             if bad is not None:
                 raise InvalidArgumentError(f"rank {q} {bad}",
@@ -106,7 +106,7 @@ class Groups:
         :attr:`mpicoll.context.Context.nodes`), and the ``Dup`` of the new
         Comm; then cached.
         """
-        return self._cached_sub("node", lambda: self._ctx.node_comm)
+        return self._cached_sub("node", lambda: self._engine.ctx.node_comm)
 
     @property
     def leaders(self) -> Groups | None:
@@ -114,32 +114,33 @@ class Groups:
         cross-node communicator; None on the other ranks. Collective on
         first use (one ``Split`` and a ``Dup``, after what :attr:`node`
         costs); then cached."""
-        return self._cached_sub("leaders", lambda: self._ctx.leader_comm)
+        return self._cached_sub("leaders", lambda: self._engine.ctx.leader_comm)
 
     @property
     def local_rank(self) -> int:
         """This rank's place within its node (0 .. local_size - 1).
         Collective on first use of node information (see :attr:`node`)."""
-        nodes = self._ctx.nodes
+        nodes = self._engine.ctx.nodes
         return nodes[:self.rank].count(nodes[self.rank])
 
     @property
     def local_size(self) -> int:
         """How many ranks share this rank's node. Collective on first use
         of node information (see :attr:`node`)."""
-        nodes = self._ctx.nodes
+        nodes = self._engine.ctx.nodes
         return nodes.count(nodes[self.rank])
 
     @property
     def num_nodes(self) -> int:
         """How many nodes this communicator spans. Collective on first use
         of node information (see :attr:`node`)."""
-        return max(self._ctx.nodes) + 1
+        return max(self._engine.ctx.nodes) + 1
 
     def _cached_sub(self, name: str, make) -> Groups | None:
         if name not in self._subcomms:
             mpi = make()
-            self._subcomms[name] = None if mpi == MPI.COMM_NULL else type(self)(mpi)
+            self._subcomms[name] = None if mpi == MPI.COMM_NULL else \
+                self._comm_class(mpi)
         return self._subcomms[name]
 
 

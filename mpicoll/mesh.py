@@ -33,6 +33,7 @@ from itertools import product
 from mpi4py import MPI
 
 from mpicoll.comm import Comm
+from mpicoll.process_group import ProcessGroup
 from mpicoll.errors import InvalidArgumentError
 
 
@@ -202,7 +203,7 @@ class Mesh:
                     for m, qs in asked.items()),
                 rank=base.rank, collective="Mesh")
         self.layout = layout
-        cart = base.mpi.Create_cart(layout.shape, layout.periods,
+        cart = base.Create_cart(layout.shape, layout.periods,
                                     reorder=False)
         self._cart = cart
         self.comm = Comm(cart)
@@ -252,6 +253,11 @@ class Mesh:
                 [d in dims for d in range(len(self.shape))]))
         return comm
 
+    def get_group(self, names) -> ProcessGroup:
+        """The torch-style face of :meth:`sub` (``names``: one dimension's
+        name, or several), as torch's ``DeviceMesh.get_group``."""
+        return ProcessGroup(self.sub(names))
+
     def rank_at(self, coords) -> int:
         """The rank (in ``comm`` and in :attr:`comm`) at ``coords``, a
         sequence in dimension order or a mapping by name; periodic
@@ -293,7 +299,6 @@ class Mesh:
         """Free the mesh's communicators (collective over the mesh)."""
         for comm in self._subs.values():
             comm.free()
-            comm.mpi.Free()
         self._subs.clear()
 
     def _dim(self, name, call) -> int:

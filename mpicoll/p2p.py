@@ -1,81 +1,41 @@
-"""Point-to-point: mpi4py's buffer calls, checked, and torch-style arrays.
+"""Point-to-point on :class:`mpicoll.Comm`: mpi4py's buffer calls, plus
+device buffers on an MPI that is not CUDA-aware.
 
-Unlike collectives, point-to-point messages travel on the caller's own
-communicator, not the library's private duplicate: a message sent through
-``mpicoll.Comm`` must match a receive posted by plain mpi4py code, and the
-other way round. Arguments are checked first (peer, tag, buffer), then the
-call goes to the MPI library with the caller's own buffer specification,
-so datatypes and ``status`` behave exactly as in mpi4py. Messages above
-2**31-1 elements rely on mpi4py 4's MPI-4 large-count calls. Device
-buffers (CuPy) go to MPI as they are on a CUDA-aware library and through
-pinned host copies otherwise (see "device buffers" below).
+Messages travel on the caller's own communicator, not the library's
+private duplicate: a message sent through ``mpicoll.Comm`` matches a
+receive posted by plain mpi4py code, and the other way round. A host
+buffer goes straight to mpi4py's own call (same checks, same exceptions,
+same ``Request``); a device buffer (CuPy, or anything with
+``__cuda_array_interface__``) goes to MPI as it is on a CUDA-aware
+library, and otherwise through a pinned host copy, copied back to the
+device after a receive; its nonblocking calls return a
+:class:`~mpicoll.work.Work` that runs that copy when completed.
 
-:class:`PointToPoint` is a mixin of :class:`mpicoll.Comm`; it expects
-``self.mpi``, ``self.rank``, ``self.size``, ``self._buffer`` and
-``self._where``.
+:class:`PointToPoint` is a mixin of :class:`mpicoll.Comm`.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 from mpi4py import MPI
 
-from mpicoll.cuda import cuda_aware, placement
+from mpicoll.cuda import cuda_aware, placement, runtime_of
 from mpicoll.devicecall import hold_until
-from mpicoll.errors import InvalidArgumentError
+from mpicoll.message import message
 from mpicoll.work import Work
 
 
-class P2POp(NamedTuple):
-    """One operation of :meth:`PointToPoint.batch_isend_irecv`, as in
-    torch.distributed: ``op`` is ``"isend"`` or ``"irecv"``."""
-
-    op: str
-    x: np.ndarray
-    peer: int
-    tag: int = 0
+def on_device(buf):
+    """A flat device view of buffer specification ``buf``, or None when it
+    is in host memory (then mpi4py takes it as it is)."""
+    obj = buf[0] if type(buf) in (list, tuple) and buf else buf
+    if type(obj) is np.ndarray or runtime_of(obj) is None:
+        return None
+    return message(buf, readonly=True,
+                   where={"collective": "point-to-point"}).array
 
 
 class PointToPoint:
-    # ---------------------------------------------------------- checks
-
-    def _peer(self, peer, call: str, *, receiving: bool) -> int:
-        wild = (MPI.ANY_SOURCE,) if receiving else ()
-        if isinstance(peer, (int, np.integer)) and (
-                0 <= peer < self.size or peer == MPI.PROC_NULL
-                or peer in wild):
-            return int(peer)
-        raise InvalidArgumentError(
-            f"{'source' if receiving else 'dest'} {peer!r} is not a rank of "
-            f"this communicator (size {self.size})", **self._where(call))
-
-    def _tag(self, tag, call: str, *, receiving: bool) -> int:
-        ub = self.mpi.Get_attr(MPI.TAG_UB)
-        if isinstance(tag, (int, np.integer)) and (
-                0 <= tag <= ub or (receiving and tag == MPI.ANY_TAG)):
-            return int(tag)
-        raise InvalidArgumentError(
-            f"tag {tag!r} is outside 0..{ub}", **self._where(call))
-
-    def _checked_send(self, buf, dest, tag, call):
-        """``(flat view of buf, dest, tag)``, checked."""
-        return self._buffer(buf, call, "buf"), \
-            self._peer(dest, call, receiving=False), \
-            self._tag(tag, call, receiving=False)
-
-    def _checked_recv(self, buf, source, tag, call):
-        """``(flat view of buf, source, tag)``, checked."""
-        return self._buffer(buf, call, "buf", writable=True), \
-            self._peer(source, call, receiving=True), \
-            self._tag(tag, call, receiving=True)
-
-    def _request(self, call: str, request: MPI.Request, keep,
-                 finish=None) -> Work:
-        return Work(where=self._where(call), request=request, keep=keep,
-                    finish=finish)
-
     # ------------------------------------------------ device buffers
     #
     # A device buffer is handed to MPI once the caller's current stream has
@@ -131,86 +91,64 @@ class PointToPoint:
     # ---------------------------------------------------- buffer face
 
     def Send(self, buf, dest, tag=0):
-        flat, dest, tag = self._checked_send(buf, dest, tag, "send")
-        self.mpi.Send(self._outgoing(buf, flat), dest, tag)
+        flat = on_device(buf)
+        if flat is None:
+            return super().Send(buf, dest, tag)
+        return super().Send(self._outgoing(buf, flat), dest, tag)
 
     def Recv(self, buf, source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=None):
-        flat, source, tag = self._checked_recv(buf, source, tag, "recv")
+        flat = on_device(buf)
+        if flat is None:
+            return super().Recv(buf, source, tag, status)
         into, copy_back = self._incoming(buf, flat)
-        self.mpi.Recv(into, source, tag, status)
+        super().Recv(into, source, tag, status)
         if copy_back is not None:
             copy_back()
+        return None
 
-    def Isend(self, buf, dest, tag=0) -> Work:
-        flat, dest, tag = self._checked_send(buf, dest, tag, "isend")
+    def Isend(self, buf, dest, tag=0):
+        flat = on_device(buf)
+        if flat is None:
+            return super().Isend(buf, dest, tag)
         sent = self._outgoing(buf, flat)
-        return self._request("isend", self.mpi.Isend(sent, dest, tag),
-                             (buf, sent))
+        return Work(where={"rank": self.Get_rank(), "collective": "isend"},
+                    request=super().Isend(sent, dest, tag), keep=(buf, sent))
 
-    def Irecv(self, buf, source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG) -> Work:
-        flat, source, tag = self._checked_recv(buf, source, tag, "irecv")
+    def Irecv(self, buf, source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG):
+        flat = on_device(buf)
+        if flat is None:
+            return super().Irecv(buf, source, tag)
         into, copy_back = self._incoming(buf, flat)
-        return self._request("irecv", self.mpi.Irecv(into, source, tag),
-                             (buf, into), copy_back)
+        return Work(where={"rank": self.Get_rank(), "collective": "irecv"},
+                    request=super().Irecv(into, source, tag),
+                    keep=(buf, into), finish=copy_back)
 
     def Sendrecv(self, sendbuf, dest, sendtag=0, recvbuf=None,
                  source=MPI.ANY_SOURCE, recvtag=MPI.ANY_TAG, status=None):
-        sflat, dest, sendtag = self._checked_send(sendbuf, dest, sendtag,
-                                                  "sendrecv")
-        rflat, source, recvtag = self._checked_recv(recvbuf, source,
-                                                    recvtag, "sendrecv")
-        into, copy_back = self._incoming(recvbuf, rflat)
-        self.mpi.Sendrecv(self._outgoing(sendbuf, sflat), dest, sendtag,
-                          into, source, recvtag, status)
+        sflat, rflat = on_device(sendbuf), on_device(recvbuf)
+        if sflat is None and rflat is None:
+            return super().Sendrecv(sendbuf, dest, sendtag, recvbuf, source,
+                                    recvtag, status)
+        copy_back = None
+        if rflat is not None:
+            recvbuf, copy_back = self._incoming(recvbuf, rflat)
+        if sflat is not None:
+            sendbuf = self._outgoing(sendbuf, sflat)
+        super().Sendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag,
+                         status)
         if copy_back is not None:
             copy_back()
+        return None
 
     def Sendrecv_replace(self, buf, dest, sendtag=0, source=MPI.ANY_SOURCE,
                          recvtag=MPI.ANY_TAG, status=None):
-        _, dest, sendtag = self._checked_send(buf, dest, sendtag,
-                                              "sendrecv_replace")
-        flat, source, recvtag = self._checked_recv(buf, source, recvtag,
-                                                   "sendrecv_replace")
+        flat = on_device(buf)
+        if flat is None:
+            return super().Sendrecv_replace(buf, dest, sendtag, source,
+                                            recvtag, status)
         into, copy_back = self._incoming(buf, flat, also_sent=True)
-        self.mpi.Sendrecv_replace(into, dest, sendtag, source, recvtag,
-                                  status)
+        super().Sendrecv_replace(into, dest, sendtag, source, recvtag,
+                                 status)
         if copy_back is not None:
             copy_back()
-
-    # --------------------------------------------- array face (torch-style)
-
-    def send(self, x, dst, tag=0) -> None:
-        """Send array ``x`` to rank ``dst``."""
-        self.Send(self._array(x, "send", "x", writable=False), dst, tag)
-
-    def recv(self, x, src=None, tag=None) -> int:
-        """Receive into ``x`` from ``src`` (any rank if None); returns the
-        sender's rank, as torch.distributed does."""
-        status = MPI.Status()
-        self.Recv(self._array(x, "recv", "x"),
-                  MPI.ANY_SOURCE if src is None else src,
-                  MPI.ANY_TAG if tag is None else tag, status)
-        return status.Get_source()
-
-    def isend(self, x, dst, tag=0) -> Work:
-        return self.Isend(self._array(x, "isend", "x", writable=False), dst,
-                          tag)
-
-    def irecv(self, x, src=None, tag=None) -> Work:
-        return self.Irecv(self._array(x, "irecv", "x"),
-                          MPI.ANY_SOURCE if src is None else src,
-                          MPI.ANY_TAG if tag is None else tag)
-
-    def batch_isend_irecv(self, ops) -> list[Work]:
-        """Post every :class:`P2POp` (all checked before any is posted) and
-        return their Works, in order."""
-        for op in ops:
-            if op.op not in ("isend", "irecv"):
-                raise InvalidArgumentError(
-                    f"P2POp.op must be 'isend' or 'irecv', got {op.op!r}",
-                    **self._where("batch_isend_irecv"))
-            if op.op == "isend":
-                self._checked_send(op.x, op.peer, op.tag, "batch_isend_irecv")
-            else:
-                self._checked_recv(op.x, op.peer, op.tag, "batch_isend_irecv")
-        return [getattr(self, op.op)(op.x, op.peer, op.tag) for op in ops]
+        return None

@@ -48,12 +48,12 @@ from typing import NamedTuple
 import numpy as np
 
 from mpicoll.coll.registry import Algorithm, algorithms, lookup
+from mpicoll.collectives import COLLECTIVES
 from mpicoll.errors import (
     ConstraintError,
     InvalidArgumentError,
     UnknownAlgorithmError,
 )
-from mpicoll.schedule.layout import COLLECTIVES
 
 SMALL = 16 * 1024  # bytes: below, the native call
 MEDIUM = 1024 * 1024  # bytes: at 2 ranks, recursive doubling below
@@ -102,8 +102,6 @@ def environment_overrides() -> dict[str, str]:
 
 RULES_VAR = "MPICOLL_RULES"
 EXPLAIN_VAR = "MPICOLL_EXPLAIN"
-# Collectives whose send buffer holds p blocks of the benchmark's count.
-_SEND_BLOCKS = ("alltoall", "reduce_scatter_block", "scatter")
 
 
 class Rules(NamedTuple):
@@ -189,18 +187,20 @@ def rule_for(rules: Rules, collective: str,
 def rules_from_records(records: list[dict], nranks: int) -> dict:
     """A rules file's contents from benchmark records: per collective and
     size, the fastest right (``wrong == 0``) algorithm other than auto,
-    adjacent sizes with the same winner merged. Sizes are the send-buffer
-    bytes the selector sees (``count * itemsize``, times ``nranks`` where
-    the send buffer holds a block per rank). A range ends at the largest
-    size measured in it (sizes between two measurements go to the upper
-    range); the last range has no upper bound."""
+    adjacent sizes with the same winner merged. Sizes are the bytes the
+    selector sees (the row's ``selection_elements`` of the record's
+    ``count``, times the item size), not the size the benchmark reports
+    (its ``nbytes``, all ``nranks`` blocks where the row's
+    ``report_blocks``). A range ends at the largest size measured in it
+    (sizes between two measurements go to the upper range); the last range
+    has no upper bound."""
     best: dict[str, dict[int, dict]] = {}
     for r in records:
         if r["algorithm"] == "auto" or r["wrong"] or r["nranks"] != nranks:
             continue
         itemsize = np.dtype(r["dtype"]).itemsize
-        nbytes = r["count"] * itemsize * (
-            nranks if r["collective"] in _SEND_BLOCKS else 1)
+        row = COLLECTIVES[r["collective"]]
+        nbytes = row.selection_elements(r["count"], nranks) * itemsize
         sizes = best.setdefault(r["collective"], {})
         old = sizes.get(nbytes)
         if old is None or r["time_us"]["avg"] < old["time_us"]["avg"]:

@@ -18,15 +18,10 @@ from __future__ import annotations
 import numpy as np
 
 from mpicoll.coll import lookup
-from mpicoll.coll.registry import REDUCING
+from mpicoll.collectives import COLLECTIVES
 from mpicoll.ops import Op, builtin_op
 from mpicoll.schedule.chunk import split_messages
-from mpicoll.schedule.layout import (
-    ROOT_ONLY_INPLACE,
-    buffer_lengths,
-    inplace_recv,
-    inplace_send,
-)
+from mpicoll.schedule.layout import buffer_lengths, inplace_recv, inplace_send
 from mpicoll.schedule.plan import bind
 from mpicoll.schedule.simulate import run_plans
 
@@ -55,11 +50,12 @@ def simulate(collective: str, algorithm: str, inputs, *, count=None,
 
     ``inputs[r]`` is rank r's send buffer (for bcast: its buffer, read at the
     root only; for scatter: empty except at the root). ``count`` defaults to
-    what the inputs imply (for ``reduce_scatter``, ``allgatherv``,
-    ``gatherv`` and ``scatterv``: pass the per-rank tuple; for
-    ``alltoallv``: the matrix). ``inplace`` lays buffers out as an in-place
-    call does (:mod:`mpicoll.schedule.layout`; at the root only for reduce,
-    gather, scatter, gatherv and scatterv). Returns every rank's receive
+    what the inputs imply: per-rank counts split the input evenly where it
+    holds every rank's block (``reduce_scatter``, ``scatterv``) and must be
+    passed otherwise (``allgatherv``, ``gatherv``; for ``alltoallv``: the
+    matrix). ``inplace`` lays buffers out as an in-place call does
+    (:mod:`mpicoll.schedule.layout`; at the root only for reduce, gather,
+    scatter, gatherv and scatterv). Returns every rank's receive
     buffer (empty where the rank receives nothing). ``max_message``
     (elements) splits every longer message into chunks first, as the MPI
     layer does for messages over MPI's count limit
@@ -78,22 +74,22 @@ def simulate(collective: str, algorithm: str, inputs, *, count=None,
         name, op = op, builtin_op(op)
         if op is None:
             raise KeyError(f"unknown operation {name!r}")
+    row = COLLECTIVES[collective]
     if count is None:
         count = _implied_count(collective, size, len(inputs[root]))
     dtype = inputs[0].dtype
-    if alg.collective in REDUCING and not op.supports(dtype):
+    if row.reducing and not op.supports(dtype):
         raise TypeError(f"operation {op.name!r} is not defined for {dtype}")
     plans, outputs = [], []
     for rank in range(size):
         n_send, n_recv = buffer_lengths(collective, rank, size, count, root)
         recv = garbage(n_recv, dtype)
-        aliased = inplace and (rank == root or
-                               collective not in ROOT_ONLY_INPLACE)
-        if collective == "bcast":
+        aliased = inplace and (rank == root or not row.inplace_root_only)
+        if row.single_buffer:
             if rank == root:
                 recv[...] = inputs[rank]
             send = recv[:0]
-        elif aliased and collective in ("scatter", "scatterv"):
+        elif aliased and row.inplace == "root_keeps":
             send = np.array(inputs[rank], copy=True)
             recv = inplace_recv(collective, send, rank, count)
         elif aliased:
@@ -119,14 +115,15 @@ def simulate(collective: str, algorithm: str, inputs, *, count=None,
 
 
 def _implied_count(collective: str, size: int, n_send: int):
-    """``count`` from the length of the root's (or rank 0's) input."""
-    if collective in ("scatter", "alltoall"):
-        return n_send // size
-    if collective in ("allgatherv", "gatherv", "scatterv", "alltoallv"):
+    """``count`` from the length of the root's (or rank 0's) input: all of
+    it, or its even split where it holds every rank's block."""
+    row = COLLECTIVES[collective]
+    split = row.all_blocks in ("send", "both")
+    if row.counts == "matrix" or (row.counts == "per_rank" and not split):
         raise ValueError(f"pass count= (the per-rank counts) for {collective}")
-    if collective in ("reduce_scatter_block", "reduce_scatter"):
-        if n_send % size:
-            raise ValueError("pass count= for uneven reduce_scatter")
-        block = n_send // size
-        return block if collective == "reduce_scatter_block" else (block,) * size
-    return n_send
+    if not split:
+        return n_send
+    if n_send % size:
+        raise ValueError(f"pass count= for uneven {collective}")
+    block = n_send // size
+    return (block,) * size if row.counts == "per_rank" else block

@@ -31,8 +31,8 @@ def _affine_mpi(inbuf, inoutbuf, datatype):
 
 AFFINE = MPI.Op.Create(_affine_mpi, commute=False)
 
-# (op as passed to mpicoll, dtypes it is tested on, NumPy fold of two
-# operands, the MPI.Op the native reference call uses)
+# (op as passed to mpicoll.ProcessGroup, dtypes it is tested on, NumPy fold
+# of two operands, the MPI.Op of mpicoll.Comm's and the reference calls)
 OPS = {
     "sum": ("sum", ("int32", "float64", "complex128"), np.add, MPI.SUM),
     "max": (MPI.MAX, ("int16", "float32"), np.maximum, MPI.MAX),
@@ -75,11 +75,12 @@ def cases(collective, ops=tuple(OPS)):
 
 
 def each_input(comm, op_name):
-    """(count, dtype) pairs to run, and the op to pass."""
-    op, dtypes, _, reference = OPS[op_name]
+    """(count, dtype) pairs to run, the op mpicoll.Comm's call takes (an
+    MPI.Op, as mpi4py's), and the reference call's (the same)."""
+    _, dtypes, _, reference = OPS[op_name]
     for dtype in dtypes:
         for count in counts_for(comm.size):
-            yield count, dtype, op, reference
+            yield count, dtype, reference, reference
 
 
 def refuses(collective, algorithm, op_name):

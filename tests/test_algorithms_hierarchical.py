@@ -22,11 +22,10 @@ import numpy as np
 import pytest
 
 from mpicoll.coll import algorithms, lookup
-from mpicoll.coll.registry import REDUCING
 from mpicoll.coll.torus import grid_rows
+from mpicoll.collectives import COLLECTIVES
 from mpicoll.schedule.core import Schedule, ScheduleBuilder, Span
 from mpicoll.schedule.group import Subgroup
-from mpicoll.schedule.layout import COLLECTIVES
 from mpicoll.select import Rules, choose
 from mpicoll.simulate import simulate
 from mpicoll.topo import (
@@ -81,7 +80,7 @@ CASES = [pytest.param(c, n, p, id=f"{c}-{n}-p{p}")
 @pytest.mark.parametrize(("collective", "name", "p"), CASES)
 def test_every_node_map(collective, name, p):
     kinds = [("int", int_counts(p))]
-    if collective in REDUCING:
+    if COLLECTIVES[collective].reducing:
         kinds.append(("str", str_counts(p)))
     for nodes in node_maps(p).values():
         for kind, counts in kinds:

@@ -41,7 +41,7 @@ def test_busbw_factors(p):
             "allgather": ring, "reduce_scatter_block": ring,
             "alltoall": ring, "gather": ring, "scatter": ring}
     for name, factor in want.items():
-        assert SPECS[name].factor(p) == pytest.approx(factor)
+        assert SPECS[name].row.bus_factor(p) == pytest.approx(factor)
 
 
 @pytest.mark.parametrize("p", PS)
@@ -104,7 +104,8 @@ def test_expected_matches_reference(name, p, op):
             np.testing.assert_array_equal(want, ref)
 
 
-@pytest.mark.parametrize("name", [n for n, s in SPECS.items() if s.inplace])
+@pytest.mark.parametrize("name", [n for n, s in SPECS.items()
+                                  if s.row.inplace is not None])
 @pytest.mark.parametrize("p", (2, 3))
 def test_inplace_buffers(name, p):
     """In place (at the root only for rooted ones), one argument is

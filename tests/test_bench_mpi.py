@@ -38,7 +38,7 @@ def test_run_records(world):
         t = r["time_us"]
         assert 0 < t["min"] <= t["avg"] <= t["max"]
         assert (r["chosen"] is not None) == (r["algorithm"] == "auto")
-    assert world.mpi.allgather(len(records)) == [len(records)] * world.size
+    assert MPI.Intracomm(world).allgather(len(records)) == [len(records)] * world.size
 
 
 def test_every_collective_in_place(world):
@@ -51,7 +51,7 @@ def test_every_collective_in_place(world):
 
 
 def test_main_writes_json_and_csv(world, tmp_path):
-    base = world.mpi.bcast(str(tmp_path))
+    base = MPI.Intracomm(world).bcast(str(tmp_path))
     out_json, out_csv = f"{base}/b.json", f"{base}/b.csv"
     out_png = f"{base}/b.png"
     code = main(["-c", "allreduce,reduce", "-a", "native,ring,auto", *TINY,
@@ -96,14 +96,14 @@ def test_planted_wrong_result_fails(world, monkeypatch):
 def test_bad_arguments_everywhere(world):
     assert main(["-c", "nope"]) == 2
     assert main(["-r", str(world.size)]) == 2
-    world.mpi.Barrier()  # and nobody is left waiting
+    MPI.Intracomm(world).Barrier()  # and nobody is left waiting
 
 
 def test_peers_side_by_side(world, tmp_path):
     from scripts import load
 
     peers = load("peers")
-    base = world.mpi.bcast(str(tmp_path))
+    base = MPI.Intracomm(world).bcast(str(tmp_path))
     argv = ["-b", "8", "-e", "64", "-f", "8", "-n", "4", "-w", "1",
             "--rounds", "2", "--no-torch", "--json", f"{base}/peers.json"]
     assert peers.main(argv) == 0

@@ -13,6 +13,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
+from mpicoll import ProcessGroup as PG
 from mpicoll.bench.device import unavailable
 from mpicoll.cuda import cuda_aware
 
@@ -71,7 +72,7 @@ def test_caller_stream_is_ordered_without_blocking_the_host(cupy, comm,
     side = cupy.cuda.Stream(non_blocking=True)
     with side:
         x = cupy.full(1 << 22, comm.rank + 1.0, dtype=cupy.float32)
-        work = comm.all_reduce(x, algorithm="ring", async_op=True)
+        work = PG(comm).all_reduce(x, algorithm="ring", async_op=True)
         work.wait()
         y = x * 2
     side.synchronize()

@@ -17,6 +17,7 @@ from mpi4py import MPI
 
 import fakecuda
 import mpicoll
+from mpicoll import ProcessGroup as PG
 import mpicoll.schedule.device
 from mpicoll import cuda
 from mpidata import values
@@ -46,7 +47,8 @@ def mode(request, monkeypatch):
 
 
 def invoke(comm, name, nonblocking, *args, **kwargs):
-    """``comm.name(*args)``, or its nonblocking form waited on."""
+    """``comm.name(*args)`` (``comm`` a ProcessGroup for the lowercase,
+    torch-style names), or its nonblocking form waited on."""
     if not nonblocking:
         return getattr(comm, name)(*args, **kwargs)
     if name[0].isupper():
@@ -56,6 +58,13 @@ def invoke(comm, name, nonblocking, *args, **kwargs):
         work = getattr(comm, name)(*args, async_op=True, **kwargs)
     work.wait()
     return None
+
+
+def rows(a, p):
+    """``p`` equal blocks of flat array ``a``, as views: the list a
+    ProcessGroup's gather fills and its scatter sends."""
+    n = a.size // p
+    return [a[q * n:(q + 1) * n] for q in range(p)]
 
 
 CASES = {}  # name -> (collective whose algorithms apply, run)
@@ -86,7 +95,7 @@ def _allreduce(c, new, alg, nb):
 @case("all_reduce", "allreduce")
 def _all_reduce(c, new, alg, nb):
     x = new(values(c.rank, N, "complex128"))
-    invoke(c, "all_reduce", nb, x, "prod", algorithm=alg)
+    invoke(PG(c), "all_reduce", nb, x, "prod", algorithm=alg)
     return (x,)
 
 
@@ -97,7 +106,7 @@ def _reduce(c, new, alg, nb):
     invoke(c, "Reduce", nb, new(values(c.rank, N, "int64")), out, MPI.SUM,
            root, algorithm=alg)
     x = new(values(c.rank, N, "float32"))
-    invoke(c, "reduce", nb, x, 0, "min", algorithm=alg)
+    invoke(PG(c), "reduce", nb, x, 0, "min", algorithm=alg)
     return out, x
 
 
@@ -106,7 +115,7 @@ def _bcast(c, new, alg, nb):
     x = new(values(c.rank, N, "float64"))
     invoke(c, "Bcast", nb, x, c.size // 2, algorithm=alg)
     y = new(values(c.rank, N, "uint8"))
-    invoke(c, "broadcast", nb, y, 0, algorithm=alg)
+    invoke(PG(c), "broadcast", nb, y, 0, algorithm=alg)
     return x, y
 
 
@@ -118,8 +127,8 @@ def _allgather(c, new, alg, nb):
     inplace = new(values(c.rank, N * c.size, "int16"))
     invoke(c, "Allgather", nb, MPI.IN_PLACE, inplace, algorithm=alg)
     face = new(np.zeros(N * c.size, np.int32))
-    invoke(c, "all_gather", nb, face, new(values(c.rank, N, "int32")),
-           algorithm=alg)
+    invoke(PG(c), "all_gather_into_tensor", nb, face,
+           new(values(c.rank, N, "int32")), algorithm=alg)
     return out, inplace, face
 
 
@@ -129,8 +138,10 @@ def _gather(c, new, alg, nb):
     invoke(c, "Gather", nb, new(values(c.rank, N, "float64")), out, 0,
            algorithm=alg)
     face = new(np.zeros(N * c.size, np.int32))
-    invoke(c, "gather", nb, face, new(values(c.rank, N, "int32")),
-           c.size - 1, algorithm=alg)
+    root = c.size - 1
+    invoke(PG(c), "gather", nb, new(values(c.rank, N, "int32")),
+           rows(face, c.size) if c.rank == root else None, root,
+           algorithm=alg)
     return out, face
 
 
@@ -140,8 +151,10 @@ def _scatter(c, new, alg, nb):
     invoke(c, "Scatter", nb, new(values(c.rank, N * c.size, "float64")),
            out, 0, algorithm=alg)
     face = new(np.zeros(N, np.int32))
-    invoke(c, "scatter", nb, face, new(values(c.rank, N * c.size, "int32")),
-           c.size - 1, algorithm=alg)
+    root = c.size - 1
+    parts = rows(new(values(c.rank, N * c.size, "int32")), c.size)
+    invoke(PG(c), "scatter", nb, face, parts if c.rank == root else None,
+           root, algorithm=alg)
     return out, face
 
 
@@ -153,7 +166,7 @@ def _allgatherv(c, new, alg, nb):
                                            "float64")), [out, counts],
            algorithm=alg)
     outs = [new(np.zeros(n, np.int32)) for n in counts]
-    invoke(c, "all_gather", nb, outs,
+    invoke(PG(c), "all_gather", nb, outs,
            new(values(c.rank, counts[c.rank], "int32")), algorithm=alg)
     return (out, *outs)
 
@@ -184,8 +197,8 @@ def _alltoall(c, new, alg, nb):
     inplace = new(values(c.rank, N * c.size, "int64"))
     invoke(c, "Alltoall", nb, MPI.IN_PLACE, inplace, algorithm=alg)
     face = new(np.zeros(N * c.size, np.int32))
-    invoke(c, "all_to_all", nb, face, new(values(c.rank, N * c.size,
-                                                "int32")), algorithm=alg)
+    invoke(PG(c), "all_to_all_single", nb, face,
+           new(values(c.rank, N * c.size, "int32")), algorithm=alg)
     return out, inplace, face
 
 
@@ -198,9 +211,9 @@ def _alltoallv(c, new, alg, nb):
     invoke(c, "Alltoallv", nb, [new(values(r, sum(scounts), "float64")),
                                 scounts], [out, rcounts], algorithm=alg)
     face = new(np.zeros(sum(rcounts)))
-    invoke(c, "all_to_all", nb, face, new(values(r, sum(scounts),
-                                                 "float64")),
-           rcounts, scounts, algorithm=alg)
+    invoke(PG(c), "all_to_all_single", nb, face,
+           new(values(r, sum(scounts), "float64")), rcounts, scounts,
+           algorithm=alg)
     return out, face
 
 
@@ -211,7 +224,7 @@ def _prefix(name, face, op, dtype):
         invoke(c, name, nb, new(values(c.rank, N, "int64")), out, MPI.SUM,
                algorithm=alg)
         x = new(values(c.rank, N, dtype))
-        invoke(c, face, nb, x, op, algorithm=alg)
+        invoke(PG(c), face, nb, x, op, algorithm=alg)
         return (out if c.rank or name == "Scan" else out[:0]), x
     return run
 
@@ -230,7 +243,7 @@ def _reduce_scatter_block(c, new, alg, nb):
     invoke(c, "Reduce_scatter_block", nb, MPI.IN_PLACE, inplace, MPI.SUM,
            algorithm=alg)
     face = new(np.zeros(N, np.int32))
-    invoke(c, "reduce_scatter", nb, face,
+    invoke(PG(c), "reduce_scatter_tensor", nb, face,
            new(values(c.rank, N * c.size, "int32")), algorithm=alg)
     return out, inplace[:N], face
 
@@ -280,9 +293,9 @@ def test_messages_cut_into_pieces(runtime, comm, mode, monkeypatch,
     monkeypatch.setattr(mpicoll.schedule.device, "PIECE_BYTES", 64)
     x = values(comm.rank, 1000, "float64")
     want = x.copy()
-    comm.all_reduce(want, algorithm=algorithm)
+    PG(comm).all_reduce(want, algorithm=algorithm)
     got = fakecuda.device_array(x)
-    comm.all_reduce(got, algorithm=algorithm)
+    PG(comm).all_reduce(got, algorithm=algorithm)
     np.testing.assert_array_equal(_on_host([got])[0], want)
 
 
@@ -290,13 +303,13 @@ def test_split_communicators_have_their_own_streams(runtime, mode):
     world = MPI.COMM_WORLD
     half = mpicoll.Comm(world.Split(world.rank % 2, world.rank))
     x = fakecuda.device_array(np.full(N, world.rank + 1.0))
-    work = half.all_reduce(x, algorithm="ring", async_op=True)
+    work = PG(half).all_reduce(x, algorithm="ring", async_op=True)
     work.synchronize()
     members = range(world.rank % 2, world.size, 2)
     np.testing.assert_array_equal(x.view(np.ndarray),
                                   sum(q + 1.0 for q in members))
-    assert half._ctx.stream(runtime, 0) is not \
-        mpicoll.Comm(world)._ctx.stream(runtime, 0)
+    assert half._engine.ctx.stream(runtime, 0) is not \
+        mpicoll.Comm(world)._engine.ctx.stream(runtime, 0)
     half.free()
 
 
@@ -308,11 +321,11 @@ def test_many_in_flight_while_the_caller_launches_kernels(runtime, comm,
           for i in range(8)]
     wants = [np.array(x.view(np.ndarray)) for x in xs]
     for w in wants:
-        comm.all_reduce(w)
+        PG(comm).all_reduce(w)
     works = []
     scratch = runtime.xp.empty(N)
     for i, x in enumerate(xs):
-        works.append(comm.all_reduce(x, algorithm="ring" if i % 2 else
+        works.append(PG(comm).all_reduce(x, algorithm="ring" if i % 2 else
                                      "recursive_doubling", async_op=True))
         runtime.xp.multiply(scratch, 2.0, out=scratch)
     mpicoll.waitall(works)
@@ -325,7 +338,7 @@ def test_results_are_ordered_on_the_callers_stream(runtime, comm, mode):
     without any host synchronisation in between."""
     x = fakecuda.device_array(np.full(N, comm.rank + 1.0))
     doubled = runtime.xp.empty(N)
-    comm.all_reduce(x, algorithm="ring", async_op=True).wait()
+    PG(comm).all_reduce(x, algorithm="ring", async_op=True).wait()
     runtime.xp.multiply(x, 2.0, out=doubled)
     total = sum(range(1, comm.size + 1))
     np.testing.assert_array_equal(_on_host([doubled])[0], 2.0 * total)
@@ -357,7 +370,7 @@ def test_user_mpi_op_on_device_arrays_is_refused(runtime, comm):
     try:
         with pytest.raises(mpicoll.OpTypeError,
                            match=r"rank \d+.*allreduce.*host memory"):
-            comm.all_reduce(fakecuda.device_array(np.zeros(3)), op,
+            PG(comm).all_reduce(fakecuda.device_array(np.zeros(3)), op,
                             algorithm="ring")
     finally:
         op.Free()
@@ -384,8 +397,8 @@ def test_point_to_point_on_device_arrays(runtime, comm, mode):
             comm.Send(fakecuda.device_array(mine), right, 1)
         results.append(got)
     got = fresh()
-    works = [comm.irecv(got, left, 2),
-             comm.isend(fakecuda.device_array(mine), right, 2)]
+    works = [PG(comm).irecv(got, left, 2),
+             PG(comm).isend(fakecuda.device_array(mine), right, 2)]
     mpicoll.waitall(works)
     results.append(got)
     got = fresh()

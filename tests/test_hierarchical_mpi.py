@@ -20,7 +20,6 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll.coll import lookup, registry
-from mpicoll.context import context_of
 from mpidata import values
 from test_collectives_mpi import test_allgather as check_allgather
 from test_collectives_mpi import test_allreduce as check_allreduce
@@ -46,9 +45,7 @@ def wrap_world(monkeypatch, ranks_per_node, **env) -> mpicoll.Comm:
 
 
 def free(comm: mpicoll.Comm) -> None:
-    base = comm.mpi
-    comm.free()
-    base.Free()
+    comm.Free()  # the private duplicate, then the communicator
 
 
 @pytest.fixture(params=[2, 3], ids=["nodes-of-2", "nodes-of-3"])
@@ -75,7 +72,7 @@ def any_comm(request, monkeypatch):
 def test_node_map(any_comm):
     k, comm = any_comm
     k = k or comm.size  # one machine: one node
-    assert context_of(comm.mpi).nodes == tuple(
+    assert comm._engine.ctx.nodes == tuple(
         r // k for r in range(comm.size))
 
 
@@ -94,7 +91,7 @@ def test_plans_get_the_node_map(any_comm, monkeypatch):
     x = np.ones(10)
     comm.Allreduce(MPI.IN_PLACE, x, MPI.SUM, algorithm="hierarchical")
     assert np.all(x == comm.size)
-    assert seen == [context_of(comm.mpi).nodes]
+    assert seen == [comm._engine.ctx.nodes]
 
 
 @pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])

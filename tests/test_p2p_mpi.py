@@ -9,6 +9,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
+from mpicoll import ProcessGroup as PG
 from mpicoll import errors
 
 pytestmark = pytest.mark.mpi
@@ -31,9 +32,9 @@ def test_send_recv_match_plain_mpi4py(comm):
     # odd ranks the other way round: the messages must still match.
     if comm.rank % 2 == 0:
         req = comm.Isend([out, MPI.INT], right, tag=7)
-        comm.mpi.Recv(got, left, tag=7)
+        MPI.Intracomm(comm).Recv(got, left, tag=7)
     else:
-        req = comm.mpi.Isend(out, right, tag=7)
+        req = MPI.Intracomm(comm).Isend(out, right, tag=7)
         status = MPI.Status()
         comm.Recv([got, 5, MPI.INT], left, 7, status)
         assert status.Get_source() == left and status.Get_tag() == 7
@@ -54,7 +55,7 @@ def test_sendrecv_and_replace(comm):
 def test_array_face_and_batch(comm):
     right, left = ring_peers(comm)
     got = np.zeros((2, 2))
-    works = comm.batch_isend_irecv([
+    works = PG(comm).batch_isend_irecv([
         mpicoll.P2POp("irecv", got, left, tag=3),
         mpicoll.P2POp("isend", np.full((2, 2), comm.rank, float), right,
                       tag=3),
@@ -62,25 +63,38 @@ def test_array_face_and_batch(comm):
     mpicoll.waitall(works, timeout=60)
     assert np.all(got == left)
     x = np.full(3, comm.rank, np.int16)
-    work = comm.isend(x, right)
+    work = PG(comm).isend(x, right)
     y = np.zeros(3, np.int16)
-    assert comm.recv(y) == left  # any source: returns the sender
+    assert PG(comm).recv(y) == left  # any source: returns the sender
     work.wait()
     assert np.all(y == left)
 
 
 def test_bad_arguments_fail_before_any_message(comm):
-    with pytest.raises(errors.InvalidArgumentError, match=r"dest 99"):
-        comm.Send(np.ones(1), 99)
+    # mpicoll.Comm: what mpi4py raises, the very same way
+    raw = MPI.Intracomm(comm)
+    for call in (lambda c: c.Send(np.ones(1), 99),
+                 lambda c: c.Send(np.ones(1), 0, tag=-3),
+                 lambda c: c.Recv(np.ones(1), -7)):
+        with pytest.raises(MPI.Exception) as expected:
+            call(raw)
+        with pytest.raises(MPI.Exception) as got:
+            call(comm)
+        assert got.value.Get_error_class() == \
+            expected.value.Get_error_class()
+    # ProcessGroup: checked first, named
+    pg = PG(comm)
+    with pytest.raises(errors.InvalidArgumentError, match=r"dst 99"):
+        pg.send(np.ones(1), 99)
     with pytest.raises(errors.InvalidArgumentError, match=r"tag -3"):
-        comm.Send(np.ones(1), 0, tag=-3)
-    with pytest.raises(errors.InvalidArgumentError, match=r"source -7"):
-        comm.Recv(np.ones(1), -7)
+        pg.send(np.ones(1), 0, tag=-3)
+    with pytest.raises(errors.InvalidArgumentError, match=r"src -7"):
+        pg.recv(np.ones(1), -7)
     frozen = np.ones(2)
     frozen.flags.writeable = False
-    with pytest.raises(errors.BufferSpecError, match="read-only") as info:
-        comm.recv(frozen)
+    with pytest.raises(errors.BufferSpecError, match="writable") as info:
+        pg.recv(frozen)
     assert f"[rank {comm.rank}] recv" in str(info.value)
     with pytest.raises(errors.InvalidArgumentError, match="isend"):
-        comm.batch_isend_irecv([mpicoll.P2POp("put", np.ones(1), 0)])
+        pg.batch_isend_irecv([mpicoll.P2POp("put", np.ones(1), 0)])
     comm.Send(np.ones(1), MPI.PROC_NULL)  # a no-op, as in MPI

@@ -22,11 +22,12 @@ SCRIPT = textwrap.dedent("""
     import numpy as np
     from mpi4py import MPI
     import mpicoll
+    from mpicoll import ProcessGroup as PG
 
     comm = mpicoll.Comm()
     mode = sys.argv[1]
     x = np.ones(1 << 16)
-    work = comm.all_reduce(x, algorithm="ring", async_op=True)
+    work = PG(comm).all_reduce(x, algorithm="ring", async_op=True)
     deadline = time.monotonic() + 1.0
     while not work._execution.done and time.monotonic() < deadline:
         sum(range(1000))
@@ -35,7 +36,7 @@ SCRIPT = textwrap.dedent("""
     if mode == "wait":
         work.wait()
         assert np.all(x == comm.size)
-    comm.all_reduce(np.ones(1 << 16), algorithm="ring", async_op=True)
+    PG(comm).all_reduce(np.ones(1 << 16), algorithm="ring", async_op=True)
     comm.Ibarrier(algorithm="dissemination")
 """)
 

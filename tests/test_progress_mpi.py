@@ -16,6 +16,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
+from mpicoll import ProcessGroup as PG
 from mpicoll import progress
 from mpidata import values
 
@@ -85,7 +86,7 @@ def test_without_the_thread_nothing_moves(comm, thread_off):
     _several_rounds(comm)
     assert not progress.enabled()
     x = np.ones(64 * comm.size)
-    work = comm.all_reduce(x, algorithm="ring", async_op=True)
+    work = PG(comm).all_reduce(x, algorithm="ring", async_op=True)
     assert not _compute_until(lambda: work._execution.done, 0.3)
     work.wait(timeout=30)
     assert np.all(x == comm.size)
@@ -151,18 +152,18 @@ def test_timeout_names_the_pending_peers(comm, thread_on):
     _several_rounds(comm)
     x = np.ones(16 * comm.size)
     if comm.rank == 0:
-        work = comm.all_reduce(x, algorithm="ring", async_op=True)
+        work = PG(comm).all_reduce(x, algorithm="ring", async_op=True)
         with pytest.raises(mpicoll.CollectiveTimeoutError) as info:
             work.wait(timeout=0.2)
         assert info.value.pending
         assert all("rank" in peer for peer in info.value.pending)
         assert "still pending: " in str(info.value)
         assert "ring" in str(info.value)
-        comm.mpi.Barrier()
+        MPI.Intracomm(comm).Barrier()
         work.wait(timeout=30)
     else:
-        comm.mpi.Barrier()
-        comm.all_reduce(x, algorithm="ring")
+        MPI.Intracomm(comm).Barrier()
+        PG(comm).all_reduce(x, algorithm="ring")
     assert np.all(x == comm.size)
 
 
@@ -177,7 +178,7 @@ def test_an_error_in_a_reduction_surfaces_on_wait(comm, thread_on):
 
     op = mpicoll.Op.from_callable(broken, commute=True)
     x = np.ones(8 * comm.size)
-    work = comm.Iallreduce(MPI.IN_PLACE, x, op, algorithm="ring")
+    work = PG(comm).all_reduce(x, op, async_op=True, algorithm="ring")
     execution = work._execution
     assert _compute_until(lambda: execution.error is not None, 20)
     with pytest.raises(ArithmeticError, match="broken op"):

@@ -1,6 +1,6 @@
 """Tier 1: every registered hand-built algorithm, simulated without MPI.
 
-For every collective in :data:`mpicoll.schedule.layout.COLLECTIVES` and every
+For every collective in :data:`mpicoll.collectives.COLLECTIVES` and every
 algorithm the registry holds for it (``"native"`` aside), all ranks' schedules
 run in one process (:func:`mpicoll.simulate.simulate`), which matches sends to
 receives with no buffering at all and raises on deadlocks, unmatched or
@@ -32,15 +32,11 @@ import numpy as np
 import pytest
 
 from mpicoll.coll import algorithms, lookup, register, registry
-from mpicoll.coll.registry import REDUCING, ROOTED, Algorithm
+from mpicoll.coll.registry import Algorithm
+from mpicoll.collectives import COLLECTIVES
 from mpicoll.ops import Op, builtin_op
 from mpicoll.schedule.core import SYNC, Copy, Recv, Reduce, Round, Schedule, Send, Span
-from mpicoll.schedule.layout import (
-    COLLECTIVES,
-    INPLACE_ALIASED,
-    PER_RANK_COUNTS,
-    buffer_lengths,
-)
+from mpicoll.schedule.layout import buffer_lengths
 from mpicoll.schedule.plan import bind
 from mpicoll.schedule.simulate import SimulationError, run_plans
 from mpicoll.simulate import STR_CONCAT, garbage, simulate
@@ -63,7 +59,8 @@ def alg(collective: str, name: str) -> Algorithm:
 
 def order_keeping(collective: str, name: str) -> bool:
     """Whether the string (rank order) check applies."""
-    return collective in REDUCING and not alg(collective, name).commutative_only
+    return COLLECTIVES[collective].reducing and \
+        not alg(collective, name).commutative_only
 
 
 def int_counts(p: int) -> list[int]:
@@ -75,7 +72,7 @@ def str_counts(p: int) -> list[int]:
 
 
 def roots(collective: str, p: int) -> list[int]:
-    if collective not in ROOTED:
+    if not COLLECTIVES[collective].rooted:
         return [0]
     if p <= ALL_ROOTS_UP_TO:
         return list(range(p))
@@ -83,8 +80,8 @@ def roots(collective: str, p: int) -> list[int]:
 
 
 def inplace_modes(collective: str) -> tuple[bool, ...]:
-    inplace = (*INPLACE_ALIASED, "scatter", "scatterv")
-    return (False, True) if collective in inplace else (False,)
+    simulated = COLLECTIVES[collective].inplace in ("aliased", "root_keeps")
+    return (False, True) if simulated else (False,)
 
 
 def uneven_counts(p: int) -> list[tuple[int, ...]]:
@@ -203,7 +200,7 @@ def check_case(collective, name, p, count, *, root=0, inplace=False,
 
 def run_all(collective, name, p, counts, kind, **params):
     for count in counts:
-        if collective in PER_RANK_COUNTS:
+        if COLLECTIVES[collective].counts == "per_rank":
             count = (count,) * p  # the even case; see the uneven tests
         elif collective == "alltoallv":
             count = ((count,) * p,) * p
@@ -232,7 +229,7 @@ STR_CASES = [
 UNEVEN_CASES = [
     pytest.param(c, name, p, id=f"{c}-{name}-p{p}")
     for c, name in HAND_BUILT
-    if c in PER_RANK_COUNTS
+    if COLLECTIVES[c].counts == "per_rank"
     for p in SIZES
 ]
 

@@ -172,7 +172,8 @@ def cases(args, size: int) -> list[Case]:
                                sizes(args.minbytes, args.maxbytes,
                                      args.stepfactor))
         out += [Case(spec, n, args.dtype, args.op, args.root,
-                     args.inplace and spec.inplace, args.device)
+                     args.inplace and spec.row.inplace is not None,
+                     args.device)
                 for n in counts]
     return out
 
@@ -330,7 +331,7 @@ def header(comm, argv) -> dict:
     """Where and how the run was made (collective: gathers host names)."""
     import mpi4py
 
-    hosts = comm.mpi.allgather(MPI.Get_processor_name())
+    hosts = comm.allgather(MPI.Get_processor_name())
     levels = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
               MPI.THREAD_SERIALIZED: "serialized",
               MPI.THREAD_MULTIPLE: "multiple"}
@@ -386,5 +387,5 @@ def main(argv=None, comm=None) -> int:
     records = run(args, comm)
     if comm.rank == 0:
         write_outputs(args, head, records)
-    comm.mpi.Barrier()
+    MPI.Intracomm(comm).Barrier()
     return 1 if any(r["wrong"] for r in records) else 0

@@ -27,7 +27,7 @@ from mpi4py import MPI
 
 from mpicoll.bench.device import synchronizer, to_device, to_host
 from mpicoll.bench.specs import Spec, values
-from mpicoll.schedule.layout import buffer_lengths, inplace_send
+from mpicoll.schedule.layout import buffer_lengths, inplace_recv, inplace_send
 
 MPI_OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}
 ROUNDS = 4  # interleaved visits per algorithm and size (at most)
@@ -57,31 +57,32 @@ class Buffers:
 
 def make_buffers(case: Case, rank: int, size: int) -> Buffers:
     """Fresh buffers for ``rank``, inputs filled in (in place if asked)."""
-    c, spec = case, case.spec
-    slen, rlen = buffer_lengths(spec.name, rank, size, c.count, c.root)
+    c, row = case, case.spec.row
+    slen, rlen = buffer_lengths(row.name, rank, size, c.count, c.root)
     send = values(rank, 0, slen, c.dtype, c.op)
     recv = np.zeros(rlen, dtype=c.dtype)
-    if spec.name == "bcast" and rank == c.root:
+    if row.single_buffer and rank == c.root:
         recv[:] = values(c.root, 0, rlen, c.dtype, c.op)
     send, recv = to_device(send, c.device), to_device(recv, c.device)
     if not c.inplace:
         return Buffers(send, recv, recv)
-    return _in_place(spec.name, send, recv, rank, size, c)
+    return _in_place(row, send, recv, rank, size, c)
 
 
-def _in_place(name, send, recv, rank, size, c: Case) -> Buffers:
-    """In-place arguments: input moved into ``recv`` (root only where MPI
-    says so); scatter's root keeps its block in ``send``."""
-    if name in ("reduce", "gather", "scatter") and rank != c.root:
+def _in_place(row, send, recv, rank, size, c: Case) -> Buffers:
+    """In-place arguments, as the row's ``inplace`` says (root only where
+    MPI says so): input moved into ``recv`` (aliased) or ``recv`` replaced
+    by a copy of the input (staged); scatter's root keeps its block in
+    ``send`` (root_keeps)."""
+    if row.inplace_root_only and rank != c.root:
         return Buffers(send, recv, recv)
-    if name == "scatter":
-        start = rank * c.count
-        return Buffers(send, MPI.IN_PLACE, send[start:start + c.count])
-    if name in ("reduce_scatter_block", "alltoall"):
-        recv = send.copy()
-        return Buffers(MPI.IN_PLACE, recv, recv[:c.count] if
-                       name == "reduce_scatter_block" else recv)
-    inplace_send(name, recv, rank, size, c.count)[:] = send
+    if row.inplace == "root_keeps":
+        return Buffers(send, MPI.IN_PLACE,
+                       inplace_recv(row.name, send, rank, c.count))
+    if row.inplace == "staged":
+        staged = send.copy()
+        return Buffers(MPI.IN_PLACE, staged, staged[:recv.size])
+    inplace_send(row.name, recv, rank, size, c.count)[:] = send
     return Buffers(MPI.IN_PLACE, recv, recv)
 
 
@@ -89,10 +90,9 @@ def caller(comm, case: Case, bufs: Buffers, algorithm: str, timeout=None):
     """A no-argument function making one call (and, on a GPU, waiting for
     it); with ``timeout``, the nonblocking form waited on with that
     timeout."""
-    method = case.spec.method
-    if timeout is not None:
-        method = "I" + method.lower()
-    fn = getattr(comm, method)
+    row = case.spec.row
+    fn = getattr(comm, row.method if timeout is None else
+                 row.nonblocking_method)
     args = arguments(case, bufs)
     sync = synchronizer(case.device)
 
@@ -108,10 +108,18 @@ def caller(comm, case: Case, bufs: Buffers, algorithm: str, timeout=None):
 
 
 def arguments(case: Case, bufs: Buffers) -> tuple:
-    """Positional arguments of the mpi4py-face call for ``case.spec.form``."""
-    s, r, op, root = bufs.send, bufs.recv, MPI_OPS[case.op], case.root
-    return {"op": (s, r, op), "op_root": (s, r, op, root), "bcast": (r, root),
-            "plain": (s, r), "root": (s, r, root), "none": ()}[case.spec.form]
+    """Positional arguments of the mpi4py-face call, shaped by the row:
+    buffers (none, the one buffer, or send and receive), then the op
+    where it reduces, then the root where it has one."""
+    row = case.spec.row
+    if row.counts == "none":
+        return ()
+    args = [bufs.recv] if row.single_buffer else [bufs.send, bufs.recv]
+    if row.reducing:
+        args.append(MPI_OPS[case.op])
+    if row.rooted:
+        args.append(case.root)
+    return tuple(args)
 
 
 def time_batch(world, call, n: int) -> np.ndarray:
@@ -168,7 +176,7 @@ def count_wrong(comm, case: Case, algorithm: str, timeout=None) -> int:
     caller(comm, case, bufs, algorithm, timeout)()
     want = case.spec.expected(comm.rank, comm.size, case.count, case.root,
                               case.dtype, case.op)
-    return comm.mpi.allreduce(mismatches(bufs.out, want), op=MPI.SUM)
+    return comm.allreduce(mismatches(bufs.out, want), op=MPI.SUM)
 
 
 def mismatches(out, want: np.ndarray | None) -> int:
@@ -199,7 +207,7 @@ def measure(comm, case: Case, algorithms: list[str], *, iters: int,
     ``budget`` (seconds, None for no limit) caps the iteration count so
     the timed calls of all algorithms together take about that long.
     """
-    world = comm.mpi
+    world = MPI.Intracomm(comm)  # mpi4py's own calls, same handle
     bufs = make_buffers(case, comm.rank, comm.size)
     calls = {a: caller(comm, case, bufs, a, timeout) for a in algorithms}
     probe = warm_up(world, calls, warmup)
@@ -220,15 +228,14 @@ def record(comm, case: Case, algorithm: str, time_us: dict, iters: int,
     if algorithm == "auto":
         chosen = comm.explain(case.spec.name, count=case.count,
                               dtype=case.dtype, op=case.op).algorithm.name
-    reducing = case.spec.form in ("op", "op_root")
+    row = case.spec.row
     return {"collective": case.spec.name, "algorithm": algorithm,
             "chosen": chosen, "nranks": size, "dtype": case.dtype,
-            "op": case.op if reducing else None,
-            "root": case.root if case.spec.form in ("op_root", "root", "bcast")
-            else None,
+            "op": case.op if row.reducing else None,
+            "root": case.root if row.rooted else None,
             "count": case.count, "nbytes": nbytes,
             "inplace": case.inplace, "device": case.device,
             "time_us": time_us,
             "algbw_gbps": algbw,
-            "busbw_gbps": algbw * case.spec.factor(size),
+            "busbw_gbps": algbw * row.bus_factor(size),
             "iters": iters, "wrong": wrong}

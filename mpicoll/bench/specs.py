@@ -1,12 +1,15 @@
-"""One small spec per collective: call shape, expected output, bus factor.
+"""One small spec per benchmarked collective: its expected output.
 
+Everything else about a collective (method, call shape, in-place form, bus
+factor, reported size) is its row in :data:`mpicoll.collectives.COLLECTIVES`.
 Rank ``r``'s input element at global index ``i`` of its send buffer is
 :func:`values` ``(r, i)``: small integers, so every reduction (sum, prod,
 max, min) is exact in any supported dtype whatever the reduction order.
 ``count`` is elements per rank's block, as in
-:mod:`mpicoll.schedule.layout`; ``blocks`` says how many such blocks the
-reported message size covers (nccl-tests: allgather reports the output
-size, reduce-scatter the input size, alltoall one rank's send size).
+:mod:`mpicoll.schedule.layout`; the row's ``report_blocks`` says whether the
+reported message size covers all ``p`` such blocks (nccl-tests: allgather
+reports the output size, reduce-scatter the input size, alltoall one rank's
+send size).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+
+from mpicoll.collectives import COLLECTIVES, Collective
 
 OPS = {"sum": np.add, "prod": np.multiply, "max": np.maximum,
        "min": np.minimum}
@@ -46,71 +51,62 @@ def _blocks_of(ranks, lo: int, hi: int, dtype, op) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Spec:
-    """How to call, check and score one collective.
+    """How to check one collective.
 
     ``expected(rank, size, count, root, dtype, op)`` is the output
-    ``rank`` must hold, or None where it holds none. ``form`` names the
-    argument shape of the mpi4py-face call (see :mod:`mpicoll.bench.harness`).
+    ``rank`` must hold, or None where it holds none.
     """
 
     name: str
-    method: str
-    form: str
     expected: Callable[..., np.ndarray | None]
-    factor: Callable[[int], float]
-    blocks: bool = False  # the message size covers p blocks of ``count``
-    inplace: bool = True  # has an in-place form
+
+    @property
+    def row(self) -> Collective:
+        return COLLECTIVES[self.name]
+
+    @property
+    def method(self) -> str:
+        """mpi4py's (and mpicoll's) method name, e.g. ``"Allreduce"``."""
+        return self.row.method
+
+    def _blocks(self, size: int) -> int:
+        return size if self.row.report_blocks else 1
 
     def nbytes(self, count: int, size: int, itemsize: int) -> int:
         """Reported message size for ``count`` elements per block."""
-        return count * itemsize * (size if self.blocks else 1)
+        return count * itemsize * self._blocks(size)
 
     def count_for(self, nbytes: int, size: int, itemsize: int) -> int:
         """Elements per block for a requested message size (at least 1)."""
-        if self.form == "none":
+        if self.row.counts == "none":
             return 0
-        return max(1, nbytes // (itemsize * (size if self.blocks else 1)))
-
-
-def _ring(p: int) -> float:
-    return (p - 1) / p
+        return max(1, nbytes // (itemsize * self._blocks(size)))
 
 
 SPECS = {s.name: s for s in (
-    Spec("allreduce", "Allreduce", "op",
-         lambda r, p, n, root, t, op: fold(range(p), 0, n, t, op),
-         lambda p: 2 * (p - 1) / p),
-    Spec("reduce", "Reduce", "op_root",
+    Spec("allreduce",
+         lambda r, p, n, root, t, op: fold(range(p), 0, n, t, op)),
+    Spec("reduce",
          lambda r, p, n, root, t, op:
-         fold(range(p), 0, n, t, op) if r == root else None,
-         lambda p: 1.0),
-    Spec("bcast", "Bcast", "bcast",
-         lambda r, p, n, root, t, op: values(root, 0, n, t, op),
-         lambda p: 1.0, inplace=False),
-    Spec("allgather", "Allgather", "plain",
-         lambda r, p, n, root, t, op: _blocks_of(range(p), 0, n, t, op),
-         _ring, blocks=True),
-    Spec("reduce_scatter_block", "Reduce_scatter_block", "op",
-         lambda r, p, n, root, t, op: fold(range(p), r * n, (r + 1) * n, t, op),
-         _ring, blocks=True),
-    Spec("alltoall", "Alltoall", "plain",
+         fold(range(p), 0, n, t, op) if r == root else None),
+    Spec("bcast",
+         lambda r, p, n, root, t, op: values(root, 0, n, t, op)),
+    Spec("allgather",
+         lambda r, p, n, root, t, op: _blocks_of(range(p), 0, n, t, op)),
+    Spec("reduce_scatter_block",
+         lambda r, p, n, root, t, op: fold(range(p), r * n, (r + 1) * n, t, op)),
+    Spec("alltoall",
          lambda r, p, n, root, t, op:
-         _blocks_of(range(p), r * n, (r + 1) * n, t, op),
-         _ring, blocks=True),
-    Spec("barrier", "Barrier", "none",
-         lambda r, p, n, root, t, op: None, lambda p: 0.0, inplace=False),
-    Spec("gather", "Gather", "root",
+         _blocks_of(range(p), r * n, (r + 1) * n, t, op)),
+    Spec("barrier", lambda r, p, n, root, t, op: None),
+    Spec("gather",
          lambda r, p, n, root, t, op:
-         _blocks_of(range(p), 0, n, t, op) if r == root else None,
-         _ring, blocks=True),
-    Spec("scatter", "Scatter", "root",
-         lambda r, p, n, root, t, op: values(root, r * n, (r + 1) * n, t, op),
-         _ring, blocks=True),
-    Spec("scan", "Scan", "op",
-         lambda r, p, n, root, t, op: fold(range(r + 1), 0, n, t, op),
-         lambda p: 1.0),
-    Spec("exscan", "Exscan", "op",
+         _blocks_of(range(p), 0, n, t, op) if r == root else None),
+    Spec("scatter",
+         lambda r, p, n, root, t, op: values(root, r * n, (r + 1) * n, t, op)),
+    Spec("scan",
+         lambda r, p, n, root, t, op: fold(range(r + 1), 0, n, t, op)),
+    Spec("exscan",
          lambda r, p, n, root, t, op:
-         fold(range(r), 0, n, t, op) if r else None,
-         lambda p: 1.0),
+         fold(range(r), 0, n, t, op) if r else None),
 )}

@@ -6,16 +6,19 @@ algorithm; it has no builder (the MPI layer calls the library instead).
 Selection asks :meth:`Algorithm.unmet` before any message moves.
 
 Builders are pure functions ``build(rank, size, count, **params)``
-returning a :class:`~mpicoll.schedule.core.Schedule`. Rooted collectives'
-builders also get ``root=``; reducing collectives' builders get
-``commutative=`` (an order-keeping schedule may differ from the fastest
-one); reduce-scatter, allgatherv, gatherv and scatterv builders get the
-per-rank ``counts`` tuple as ``count``, alltoallv builders the whole matrix
-as a tuple of tuples (:mod:`mpicoll.schedule.layout`). Topology-aware
-builders (registered with ``topology=True``) also get ``nodes=``, the node
-of every rank (:func:`~mpicoll.topo.canonical_nodes`: a tuple, nodes
-numbered in order of their lowest rank; one node when the caller has no
-map). Schedules are cached per argument tuple.
+returning a :class:`~mpicoll.schedule.core.Schedule`. What a collective is
+comes from its row in :data:`mpicoll.collectives.COLLECTIVES`: rooted
+collectives' builders also get ``root=``; reducing collectives' builders
+get ``commutative=`` (an order-keeping schedule may differ from the fastest
+one); builders registered for any collective with per-rank counts
+(reduce-scatter, allgatherv, gatherv, scatterv) get the per-rank ``counts``
+tuple as ``count`` for every collective they serve (so reduce_scatter_block
+shares reduce-scatter's), alltoallv builders the whole matrix as a tuple of
+tuples (:mod:`mpicoll.schedule.layout`). Topology-aware builders
+(registered with ``topology=True``) also get ``nodes=``, the node of every
+rank (:func:`~mpicoll.topo.canonical_nodes`: a tuple, nodes numbered in
+order of their lowest rank; one node when the caller has no map).
+Schedules are cached per argument tuple.
 """
 
 from __future__ import annotations
@@ -25,13 +28,10 @@ from functools import lru_cache
 from typing import Callable
 from collections.abc import Mapping
 
+from mpicoll.collectives import COLLECTIVES
 from mpicoll.schedule.core import Schedule
-from mpicoll.schedule.layout import COLLECTIVES, PER_RANK_COUNTS, block_counts
+from mpicoll.schedule.layout import block_counts
 from mpicoll.topo import canonical_nodes
-
-ROOTED = ("reduce", "bcast", "gather", "scatter", "gatherv", "scatterv")
-REDUCING = ("allreduce", "reduce", "reduce_scatter_block", "reduce_scatter",
-            "scan", "exscan")
 
 
 @dataclass(frozen=True, eq=False)  # registry singletons: hash by identity
@@ -42,6 +42,7 @@ class Algorithm:
     commutative_only: bool = False
     params: Mapping[str, object] = field(default_factory=dict)
     topology: bool = False  # the builder takes nodes= (which rank is where)
+    per_rank_counts: bool = False  # the builder takes the per-rank tuple
 
     @property
     def native(self) -> bool:
@@ -68,9 +69,9 @@ class Algorithm:
         topology-aware builders only; the others run the same everywhere.
         """
         merged = tuple(sorted({**self.params, **params}.items()))
-        if self.collective in (*PER_RANK_COUNTS, "reduce_scatter_block"):
+        if self.per_rank_counts:
             count = block_counts(self.collective, size, count)
-        elif self.collective == "alltoallv":
+        elif COLLECTIVES[self.collective].counts == "matrix":
             count = tuple(map(tuple, count))
         nodes = canonical_nodes(nodes, size) if self.topology else None
         return _build(self, rank, size, count, root, commutative, nodes,
@@ -81,9 +82,10 @@ class Algorithm:
 def _build(alg: Algorithm, rank, size, count, root, commutative, nodes,
            params) -> Schedule:
     kwargs = dict(params)
-    if alg.collective in ROOTED:
+    row = COLLECTIVES[alg.collective]
+    if row.rooted:
         kwargs["root"] = root
-    if alg.collective in REDUCING:
+    if row.reducing:
         kwargs["commutative"] = commutative
     if alg.topology:
         kwargs["nodes"] = nodes
@@ -101,13 +103,15 @@ def register(collectives, name: str, *, commutative_only: bool = False,
     collectives; ``topology=True`` for builders that take ``nodes=``."""
     if isinstance(collectives, str):
         collectives = (collectives,)
+    per_rank = any(COLLECTIVES[c].counts == "per_rank" for c in collectives)
 
     def deco(build):
         for c in collectives:
             if name in _REGISTRY[c]:
                 raise ValueError(f"{c} algorithm {name!r} registered twice")
             _REGISTRY[c][name] = Algorithm(
-                c, name, build, commutative_only, dict(params), topology
+                c, name, build, commutative_only, dict(params), topology,
+                per_rank
             )
         return build
 

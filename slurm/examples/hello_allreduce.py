@@ -37,7 +37,7 @@ def main() -> None:
         expected = p * (p - 1) // 2 + p * np.arange(args.count, dtype=np.int64)
         if not np.array_equal(y, expected):
             raise AssertionError(f"rank {rank}: allreduce ({algorithm}) wrong")
-    nodes = mpicoll.launch.placement(comm.mpi)
+    nodes = mpicoll.launch.placement(comm)
     if rank == 0:
         print(f"hello_allreduce: {p} ranks on {len(nodes)} node(s), "
               f"{len(mpicoll.algorithms('allreduce')) + 1} algorithms, "

@@ -1,0 +1,409 @@
+"""The engine: one call record in, the collective run.
+
+Both faces (:class:`mpicoll.Comm`, mpi4py's, and
+:class:`mpicoll.ProcessGroup`, torch.distributed's) parse their arguments
+into flat views and hand the engine a :class:`Call`. The engine chooses an
+algorithm (once per kind of call: collective, requested algorithm, bytes,
+dtype, op), then runs it:
+
+- on host or device memory (device calls follow :mod:`mpicoll.devicecall`:
+  the caller's stream is waited on, the collective's device work runs on
+  the communicator's own stream);
+- natively (``Call.native`` makes the MPI library's call on the private
+  duplicate) or as a hand-built schedule (compiled once per buffers and
+  cached by :class:`~mpicoll.context.Context`);
+- blocking, nonblocking (a :class:`~mpicoll.work.Work`; hand-built
+  schedules advance on the progress thread) or replayed: a blocking host
+  call remembered under its ``memo`` key runs again with no parsing and no
+  choice, for a dict lookup and a dtype check per array (:meth:`replayed`).
+
+One engine serves every ``mpicoll.Comm`` and ``ProcessGroup`` built on the
+same communicator object; its state is the communicator's private
+:class:`~mpicoll.context.Context` and small bounded caches.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from functools import partial
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from mpicoll import progress
+from mpicoll.collectives import COLLECTIVES
+from mpicoll.context import context_of, ranks_per_node
+from mpicoll.cuda import cuda_aware, placement
+from mpicoll.devicecall import (
+    DeviceTarget,
+    caller_ready,
+    hold_until,
+    native_steps,
+    order_caller,
+)
+from mpicoll.errors import ConstraintError, InvalidArgumentError, OpTypeError
+from mpicoll.mpi_ops import as_op
+from mpicoll.schedule.executor import Execution, run
+from mpicoll.select import (
+    Choice,
+    choose,
+    environment_explain,
+    environment_overrides,
+    environment_rules,
+)
+from mpicoll.work import Work
+
+REPLAYS = 32  # blocking calls remembered per engine for replay
+
+log = logging.getLogger("mpicoll")
+_explain_all: bool | None = None  # set_explain(); None: each engine's env
+
+
+def _log_to_stderr() -> None:
+    """Make explain lines visible: a stderr handler on the ``mpicoll``
+    logger at INFO, unless the application configured one."""
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+    if log.level == logging.NOTSET or log.level > logging.INFO:
+        log.setLevel(logging.INFO)
+
+
+def set_explain(on: bool | None = True) -> None:
+    """Explain mode for every communicator in this process: each new
+    choice (per collective, requested algorithm, message size and
+    commutativity) is logged once at INFO on the ``mpicoll`` logger
+    (stderr by default). ``None`` goes back to each communicator's
+    ``MPICOLL_EXPLAIN`` setting."""
+    global _explain_all
+    _explain_all = None if on is None else bool(on)
+    if on:
+        _log_to_stderr()
+
+
+class Call(NamedTuple):
+    """One parsed collective call.
+
+    ``send``/``recv`` are flat views (NumPy, or CuPy for device memory) of
+    exactly the elements sent and received on this rank (empty where the
+    rank has none); ``count`` is the schedule's count argument, shaped as
+    the collective's row says (:mod:`mpicoll.collectives`); ``native``
+    prepares the MPI library's call: ``native(nonblocking, send, recv)``
+    returns a callable making it (returning a request when nonblocking);
+    ``owners`` are the caller's objects behind the views (plan cache key,
+    kept alive while in flight); ``finish`` runs once the result is in
+    ``recv``; ``memo`` is the ``(key, objects)`` a blocking call is kept
+    for replay under (None: never replayed).
+    """
+
+    collective: str
+    algorithm: str
+    send: object
+    recv: object
+    count: object
+    op: object  # mpicoll.Op or None
+    root: int
+    native: Callable
+    owners: tuple
+    finish: Callable | None = None
+    memo: tuple | None = None
+    why_native: str | None = None  # a reason "auto" must run natively
+    unstage: Callable | None = None  # unless ``given`` ran: copy the result
+    # from scratch to where the caller wants it (a derived datatype's
+    # buffer, the front of an in-place reduce-scatter's)
+    given: tuple | None = None  # (mpi4py method, args): the caller's own
+    # call, made as it is when the call runs natively on host memory
+
+
+class Settings(NamedTuple):
+    """What the environment says, read once per communicator:
+    ``MPICOLL_<COLLECTIVE>_ALGORITHM`` overrides, the ``MPICOLL_RULES``
+    file (a bad one raises here), ``MPICOLL_EXPLAIN`` and the node map's
+    ``MPICOLL_RANKS_PER_NODE``."""
+
+    overrides: dict
+    rules: object
+    explain: bool
+    ranks_per_node: int | None  # MPICOLL_RANKS_PER_NODE (a bad one raises)
+
+    @classmethod
+    def from_environment(cls, rank: int) -> Settings:
+        return cls(environment_overrides(), environment_rules(),
+                   environment_explain(), ranks_per_node(rank))
+
+
+class Engine:
+    """Runs :class:`Call` records on one communicator (collective to
+    create: it makes the communicator's private duplicate, once)."""
+
+    def __init__(self, comm, settings: Settings) -> None:
+        self.ctx = context_of(comm, settings.ranks_per_node)
+        self.rank = self.ctx.rank
+        self.size = self.ctx.size
+        self.overrides, self.rules, self.explain, _ = settings
+        if self.explain:
+            _log_to_stderr()
+        self._choices: dict[tuple, Choice] = {}
+        # (collective, algorithm, bytes, dtype, op) -> Algorithm, for calls
+        # whose op/type pair and choice were already checked.
+        self._checked: dict[tuple, object] = {}
+        # key -> (arrays, dtypes, runner, finish, objects): see replayed.
+        self._replays: dict[tuple, tuple] = {}
+
+    def where(self, collective: str) -> dict:
+        return {"rank": self.rank, "collective": collective}
+
+    # ------------------------------------------------------------ selection
+
+    def describe(self, collective: str, *, count: int = 1, dtype="float64",
+                 op="sum", algorithm: str = "auto") -> Choice:
+        """Which algorithm a call with these arguments runs, and why
+        (``count`` as the call's own: per rank's block, or the vector)."""
+        row = COLLECTIVES[collective]
+        op = as_op(op) if row.reducing else None
+        if row.counts in ("per_rank", "matrix"):  # equal blocks of count
+            count = (count,) * self.size
+            if row.counts == "matrix":
+                count = (count,) * self.size
+        nbytes = row.selection_elements(count, self.size) * \
+            np.dtype(dtype).itemsize
+        return self.choose(collective, algorithm, nbytes, op,
+                           self.where(collective))
+
+    def choose(self, collective, algorithm, nbytes, op, where,
+               why_native=None) -> Choice:
+        commutative = op is None or op.commutative
+        key = (collective, algorithm, nbytes, commutative, why_native)
+        choice = self._choices.get(key)
+        if choice is None:
+            if why_native is not None and algorithm == "auto":
+                algorithm = "native"
+            choice = choose(
+                collective, algorithm, size=self.size, nbytes=nbytes,
+                commutative=commutative, overrides=self.overrides,
+                where=where, rules=self.rules)
+            if why_native is not None and choice.algorithm.native:
+                choice = Choice(choice.algorithm, why_native)
+            self._choices[key] = choice
+            if _explain_all or (_explain_all is None and self.explain):
+                log.info("[rank %d] %s %d B: %s (%s)", self.rank, collective,
+                         nbytes, choice.algorithm.name, choice.reason)
+        return choice
+
+    def _algorithm(self, call: Call):
+        """The algorithm ``call`` runs: checked and chosen on the first
+        call of its kind, looked up after."""
+        send = call.send
+        collective = call.collective
+        nbytes = COLLECTIVES[collective].selection_elements(
+            call.count, self.size) * send.dtype.itemsize
+        key = (collective, call.algorithm, nbytes, send.dtype.char, call.op,
+               call.why_native)
+        alg = self._checked.get(key)
+        if alg is None:
+            where = self.where(collective)
+            op = call.op
+            if op is not None and not op.supports(send.dtype):
+                raise OpTypeError(f"operation {op.name!r} is not defined "
+                                  f"for dtype {send.dtype}", **where)
+            alg = self.choose(collective, call.algorithm, nbytes, op, where,
+                              call.why_native).algorithm
+            if call.why_native is not None and not alg.native:
+                raise ConstraintError(
+                    f"{alg.name} cannot run this call: {call.why_native}; "
+                    f"use algorithm='native' or 'auto'",
+                    **{**where, "algorithm": alg.name})
+            self._checked[key] = alg
+        return alg
+
+    # --------------------------------------------------------------- run
+
+    def launch(self, call: Call, async_op: bool):
+        """Run ``call``: None when blocking, a :class:`Work` otherwise."""
+        alg = self._algorithm(call)
+        recv = call.recv
+        if type(recv) is not np.ndarray:
+            on_device = placement(recv)
+            if on_device is not None:
+                return self._launch_device(call, alg, on_device, async_op)
+        send, finish = call.send, call.finish
+        if alg.native:
+            given = call.given
+            if given is None:
+                make = call.native(async_op, send, recv)
+                if call.unstage is not None:
+                    finish = then(call.unstage, finish)
+            else:
+                make = self.prepared(given[0], async_op, *given[1])
+            if async_op:
+                return Work(where=self._where_alg(call, alg),
+                            request=make(), finish=finish, keep=call.owners)
+            make()
+            if call.memo is not None:
+                self._remember(call.memo, make, finish)
+        else:
+            if call.unstage is not None:
+                finish = then(call.unstage, finish)
+            plan = self.ctx.plan(alg, call.count, call.root, call.op, send,
+                                 recv, call.owners)
+            tag = self.ctx.next_tag()
+            if async_op:
+                plan.busy = True
+
+                def release():
+                    plan.busy = False
+                    if finish is not None:
+                        finish()
+
+                execution = Execution(plan.steps, self.ctx.comm, tag)
+                work = Work(where=self._where_alg(call, alg), finish=release,
+                            keep=call.owners, execution=execution)
+                progress.submit(execution)
+                return work
+            run(plan.steps, self.ctx.comm, tag)
+            if call.memo is not None:
+                self._remember(call.memo, partial(self._run_steps, plan.steps),
+                               finish)
+        if finish is not None:
+            finish()
+        return None
+
+    def _where_alg(self, call: Call, alg) -> dict:
+        return {**self.where(call.collective), "algorithm": alg.name}
+
+    def _launch_device(self, call: Call, alg, on_device, async_op: bool):
+        """:meth:`launch` for device arrays, by the rules of
+        :mod:`mpicoll.devicecall`. Not replayed: each call records its
+        events."""
+        where = self._where_alg(call, alg)
+        op = call.op
+        if op is not None and op.ufunc is None and (
+                alg.native or op.host_only):
+            raise OpTypeError(
+                f"operation {op.name!r} on device arrays: only built-in "
+                f"operations run natively, and a user MPI.Op only on host "
+                f"memory; pass a Python callable (it is given CuPy arrays) "
+                f"with a hand-built algorithm, e.g. "
+                f"algorithm='recursive_doubling'", **where)
+        runtime, device = on_device
+        target = DeviceTarget(runtime, device,
+                              self.ctx.stream(runtime, device),
+                              not cuda_aware())
+        ready = caller_ready(target)
+        plan = None
+        if alg.native:
+            (steps, end), held = native_steps(target, call.collective,
+                                              call.native, call.send,
+                                              call.recv, ready)
+        else:
+            plan = self.ctx.plan(alg, call.count, call.root, op, call.send,
+                                 call.recv, call.owners, target)
+            steps, end, held = plan.steps, plan.end, (plan,)
+        tag = self.ctx.next_tag()
+        keep = (*call.owners, *held)
+        finish = call.finish
+        if call.unstage is not None:
+            finish = then(call.unstage, finish)
+        if async_op:
+            if plan is not None:
+                plan.busy = True
+
+            def release():
+                if plan is not None:
+                    plan.busy = False
+                if finish is not None:
+                    finish()
+
+            execution = Execution(steps, self.ctx.comm, tag)
+            work = Work(where=where, execution=execution, finish=release,
+                        keep=keep, device=(target, end))
+            progress.submit(execution)
+            return work
+        run(steps, self.ctx.comm, tag)
+        order_caller(target, end)
+        hold_until(end, keep)
+        if finish is not None:
+            finish()
+        return None
+
+    def prepared(self, name: str, nonblocking: bool, *args) -> partial:
+        """The private communicator's call ``name`` (mpi4py's name, or its
+        ``I`` twin when nonblocking) with ``args`` bound, not yet made: a
+        replayed call makes it directly."""
+        if nonblocking:
+            name = "I" + name[0].lower() + name[1:]
+        return partial(getattr(self.ctx.comm, name), *args)
+
+    def _run_steps(self, steps) -> None:
+        run(steps, self.ctx.comm, self.ctx.next_tag())
+
+    # ------------------------------------------------------------ replay
+
+    def replayed(self, key, objects) -> bool:
+        """Run a blocking call again if this exact call on these very
+        objects was checked before; False if it must take the full path.
+
+        ``key`` holds the objects' ids and the entry holds the objects, so
+        while the entry lives no other object can have those ids: a hit is
+        this very call on these very objects. What can still change is an
+        array's dtype (reassignable in place; its size and memory cannot
+        change while the plan's views exist), so that is checked. A hit
+        costs a dict lookup and a dtype comparison per array instead of
+        parsing and choosing again.
+        """
+        entry = self._replays.get(key)
+        if entry is None:
+            return False
+        arrays, dtypes, runner, finish, _held = entry
+        for array, dtype in zip(arrays, dtypes):
+            if array.dtype is not dtype:
+                return False
+        runner()
+        if finish is not None:
+            finish()
+        return True
+
+    def _remember(self, memo, runner, finish) -> None:
+        key, objects = memo
+        if len(self._replays) >= REPLAYS:
+            self._replays.clear()
+        arrays = tuple(o for o in objects if hasattr(o, "dtype"))
+        # The entry holds ``objects`` so that the ids in ``key`` cannot be
+        # reused while it exists.
+        self._replays[key] = (arrays, tuple(a.dtype for a in arrays), runner,
+                              finish, objects)
+
+    def forget_replays(self) -> None:
+        self._replays.clear()
+
+    # ----------------------------------------------------------- agreeing
+
+    def agree(self, collective: str, mine, theirs_from=None, root: int = 0):
+        """Every rank's ``mine`` and, from ``root``, ``theirs_from``: one
+        small allgather on the private communicator, so that all ranks see
+        the same counts and reach the same verdict on them (a count error
+        raised on one rank alone would leave the others waiting in the
+        collective)."""
+        rows = self.ctx.comm.allgather((mine, theirs_from))
+        return [m for m, _ in rows], rows[root][1]
+
+    def disagree(self, collective: str, bad) -> None:
+        """Raise, on every rank, the count disagreements ``bad`` found."""
+        if bad:
+            raise InvalidArgumentError(
+                "counts disagree between ranks: " + "; ".join(bad),
+                **self.where(collective))
+
+
+def then(first, after):
+    """``first()`` then ``after()`` (None: nothing more)."""
+    if after is None:
+        return first
+
+    def both():
+        first()
+        after()
+
+    return both

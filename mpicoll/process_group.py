@@ -1,0 +1,530 @@
+"""``mpicoll.ProcessGroup``: torch.distributed's calls on an MPI communicator.
+
+    pg = mpicoll.ProcessGroup(MPI.COMM_WORLD)
+    pg.all_reduce(t)                                  # in place, every rank
+    work = pg.all_reduce(t, op=mpicoll.ReduceOp.MAX, async_op=True)
+    work.wait()
+    pg.all_to_all_single(out, t, algorithm="pairwise")
+
+The names, argument order and keywords are torch.distributed's (``src``,
+``dst``, ``tensor_list``, ``async_op``, ``output_split_sizes`` ...), with
+``algorithm=`` added to every collective. Tensors are NumPy arrays, CuPy
+arrays, PyTorch tensors (CPU through DLPack, CUDA through the CUDA array
+interface) or anything else exporting DLPack: zero-copy views, so results
+land in the caller's tensor. They must be contiguous. Calls whose inputs or
+outputs are lists of tensors (``all_gather``, ``gather``, ``scatter``,
+``reduce_scatter``, ``all_to_all``) stage them through one flat buffer.
+
+It runs on the engine of :class:`mpicoll.Comm` (``pg.comm``), so both
+faces of one communicator share its private duplicate and caches.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import NamedTuple
+
+import numpy as np
+from mpi4py import MPI
+
+from mpicoll.calls import CallBuilder
+from mpicoll.comm import Comm
+from mpicoll.cuda import copyto, empty_like
+from mpicoll.engine import Call
+from mpicoll.message import message
+from mpicoll.mpi_ops import as_op
+from mpicoll.ops import Op
+from mpicoll.errors import BufferSpecError, InvalidArgumentError
+from mpicoll.schedule.layout import inplace_send
+from mpicoll.schedule.plan import same_memory
+from mpicoll.work import Work
+
+class ReduceOp(enum.Enum):
+    """torch.distributed's ``ReduceOp`` (``op=`` also takes the value
+    strings, mpicoll's :class:`~mpicoll.ops.Op` and ``MPI.Op``)."""
+
+    SUM = "sum"
+    PRODUCT = "prod"
+    MIN = "min"
+    MAX = "max"
+    BAND = "band"
+    BOR = "bor"
+    BXOR = "bxor"
+
+
+class P2POp(NamedTuple):
+    """One operation of :meth:`ProcessGroup.batch_isend_irecv`, as in
+    torch.distributed: ``op`` is ``pg.isend`` / ``pg.irecv`` or their
+    names ``"isend"`` / ``"irecv"``."""
+
+    op: object
+    tensor: object
+    peer: int
+    tag: int = 0
+
+
+class ProcessGroup(CallBuilder):
+    """torch.distributed's collectives on ``comm`` (an ``MPI.Intracomm``
+    or :class:`mpicoll.Comm`; default ``MPI.COMM_WORLD``). Not collective
+    to create."""
+
+    def __init__(self, comm: MPI.Comm | None = None) -> None:
+        self.comm = comm if isinstance(comm, Comm) else Comm(comm)
+
+    @property
+    def _engine(self):
+        return self.comm._engine
+
+    def rank(self) -> int:
+        return self.comm.Get_rank()
+
+    def size(self) -> int:
+        return self.comm.Get_size()
+
+    def __repr__(self) -> str:
+        return f"<mpicoll.ProcessGroup rank {self.rank()} of {self.size()}>"
+
+    # ---------------------------------------------------------- tensors
+
+    def _tensor(self, x, collective, what, writable=True):
+        """A flat view of tensor ``x``'s memory (NumPy, or CuPy for device
+        memory), parsed as mpi4py parses a buffer: the buffer protocol,
+        DLPack or the CUDA array interface; zero-copy."""
+        if type(x) is np.ndarray and x.flags.c_contiguous and (
+                x.flags.writeable or not writable) and x.dtype.isbuiltin:
+            return x.reshape(-1)  # the common case, kept cheap
+        if isinstance(x, (list, tuple)) or x is None:
+            raise BufferSpecError(f"{what} must be a tensor, got "
+                                  f"{type(x).__name__}",
+                                  **self._where(collective))
+        return message(x, readonly=not writable,
+                       where=self._where(collective)).array
+
+    def _op(self, op, collective) -> Op:
+        try:
+            return as_op(op)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(str(exc),
+                                       **self._where(collective)) from None
+
+    def _root(self, root, collective) -> int:
+        if not isinstance(root, (int, np.integer)) or not \
+                0 <= root < self._engine.size:
+            raise InvalidArgumentError(
+                f"root {root!r} is not a rank of this communicator "
+                f"(size {self._engine.size})", **self._where(collective))
+        return int(root)
+
+    def _tensors(self, xs, collective, what, writable=True) -> list:
+        if not isinstance(xs, (list, tuple)) or len(xs) != self._engine.size:
+            raise BufferSpecError(
+                f"{what} must list {self._engine.size} tensors, got "
+                f"{len(xs) if isinstance(xs, (list, tuple)) else xs!r}",
+                **self._where(collective))
+        flats = [self._tensor(x, collective, f"{what}[{q}]", writable)
+                 for q, x in enumerate(xs)]
+        if any(f.dtype != flats[0].dtype for f in flats):
+            raise BufferSpecError(f"{what}: every tensor must have one dtype",
+                                  **self._where(collective))
+        return flats
+
+    def _op_of(self, op, collective):
+        return self._op(op.value if isinstance(op, ReduceOp) else op,
+                        collective)
+
+    # ------------------------------------------------------ collectives
+
+    def all_reduce(self, tensor, op=ReduceOp.SUM, async_op=False, *,
+                   algorithm="auto"):
+        """Reduce ``tensor`` across ranks, in place on every rank."""
+        memo = None if async_op else (
+            ("all_reduce", algorithm, id(tensor), id(op)), (tensor, op))
+        if memo and self._engine.replayed(*memo):
+            return None
+        c = "allreduce"
+        op = self._op_of(op, c)
+        flat = self._tensor(tensor, c, "tensor")
+        return self._allreduce(flat, flat, op, algorithm, (tensor,),
+                               async_op, memo)
+
+    def reduce(self, tensor, dst=0, op=ReduceOp.SUM, async_op=False, *,
+               algorithm="auto"):
+        """Reduce ``tensor`` onto ``dst``, in place there; elsewhere
+        ``tensor`` is only read."""
+        memo = None if async_op else (
+            ("reduce", algorithm, id(tensor), id(dst), id(op)),
+            (tensor, dst, op))
+        if memo and self._engine.replayed(*memo):
+            return None
+        c = "reduce"
+        op = self._op_of(op, c)
+        dst = self._root(dst, c)
+        at_root = self._engine.rank == dst
+        flat = self._tensor(tensor, c, "tensor", writable=at_root)
+        return self._reduce(flat, flat if at_root else flat[:0], op, dst,
+                            algorithm, (tensor,), async_op, memo)
+
+    def broadcast(self, tensor, src=0, async_op=False, *, algorithm="auto"):
+        """Copy ``src``'s ``tensor`` into every rank's ``tensor``."""
+        memo = None if async_op else (
+            ("broadcast", algorithm, id(tensor), id(src)), (tensor, src))
+        if memo and self._engine.replayed(*memo):
+            return None
+        c = "bcast"
+        src = self._root(src, c)
+        return self._bcast(self._tensor(tensor, c, "tensor"), src, algorithm,
+                           (tensor,), async_op, memo)
+
+    def all_gather_into_tensor(self, output_tensor, input_tensor,
+                               async_op=False, *, algorithm="auto"):
+        """Every rank's ``input_tensor`` into ``output_tensor`` (``size``
+        times as many elements), in rank order; ``input_tensor`` may be
+        ``output_tensor``'s own block (in place)."""
+        out, x = output_tensor, input_tensor
+        memo = None if async_op else (
+            ("all_gather_into_tensor", algorithm, id(out), id(x)), (out, x))
+        if memo and self._engine.replayed(*memo):
+            return None
+        c = "allgather"
+        send = self._tensor(x, c, "input_tensor", writable=False)
+        recv = self._tensor(out, c, "output_tensor")
+        self._whole_blocks(recv, send, c, "output_tensor", "input_tensor")
+        block = inplace_send(c, recv, self._engine.rank, self._engine.size,
+                             send.size)
+        inplace = same_memory(block, send)
+        return self._gathering(c, block if inplace else send, recv,
+                               send.size, 0, algorithm, (out, x), async_op,
+                               inplace=inplace, memo=memo)
+
+    def all_gather(self, tensor_list, tensor, async_op=False, *,
+                   algorithm="auto"):
+        """Every rank's ``tensor`` into ``tensor_list[rank]``. The sizes
+        may differ between ranks (an allgatherv: every rank lists the same
+        sizes, checked in one small allgather); staged through one flat
+        buffer."""
+        c = "allgatherv"
+        send = self._tensor(tensor, c, "tensor", writable=False)
+        flats = self._tensors(tensor_list, c, "tensor_list")
+        rank = self._engine.rank
+        if flats[0].dtype != send.dtype or flats[rank].size != send.size:
+            raise BufferSpecError(
+                f"tensor_list[{rank}] must match tensor ({send.size} "
+                f"elements of {send.dtype}), and every tensor_list[i] be of "
+                f"that dtype", **self._where(c))
+        counts = tuple(f.size for f in flats)
+        rows, _ = self._engine.agree(c, counts)
+        self._engine.disagree(c, [
+            f"rank {q} lists sizes {list(row)}, rank {rank} {list(counts)}"
+            for q, row in enumerate(rows) if row != counts])
+        staging = empty_like(send, sum(counts))
+        return self._gathering(
+            c, send, staging, counts, 0, algorithm,
+            (*tensor_list, tensor, staging), async_op, inplace=False,
+            finish=_unstage(flats, staging, counts))
+
+    def reduce_scatter_tensor(self, output, input, op=ReduceOp.SUM,
+                              async_op=False, *, algorithm="auto"):
+        """Reduce ``input`` (``size`` blocks of ``output``'s size) across
+        ranks and leave block ``rank`` of the result in ``output``."""
+        memo = None if async_op else (
+            ("reduce_scatter_tensor", algorithm, id(output), id(input),
+             id(op)), (output, input, op))
+        if memo and self._engine.replayed(*memo):
+            return None
+        c = "reduce_scatter_block"
+        op = self._op_of(op, c)
+        send = self._tensor(input, c, "input", writable=False)
+        recv = self._tensor(output, c, "output")
+        self._whole_blocks(send, recv, c, "input", "output")
+        n = recv.size
+        return self._reduce_scatter(c, send, recv, n,
+                                    (n,) * self._engine.size, op, algorithm,
+                                    (output, input), async_op, memo)
+
+    def reduce_scatter(self, output, input_list, op=ReduceOp.SUM,
+                       async_op=False, *, algorithm="auto"):
+        """Reduce ``input_list[i]`` across ranks into rank ``i``'s
+        ``output``; the sizes may differ by ``i`` (a reduce_scatter with
+        per-rank counts). The inputs are staged through one flat buffer."""
+        c = "reduce_scatter"
+        op = self._op_of(op, c)
+        recv = self._tensor(output, c, "output")
+        flats = self._tensors(input_list, c, "input_list", writable=False)
+        counts = tuple(f.size for f in flats)
+        if flats[0].dtype != recv.dtype or \
+                counts[self._engine.rank] != recv.size:
+            raise BufferSpecError(
+                f"output must match input_list[{self._engine.rank}] "
+                f"({counts[self._engine.rank]} elements of "
+                f"{flats[0].dtype})", **self._where(c))
+        send = _stage(flats, counts)
+        return self._reduce_scatter(c, send, recv, counts, counts, op,
+                                    algorithm, (output, *input_list, send),
+                                    async_op)
+
+    def gather(self, tensor, gather_list=None, dst=0, async_op=False, *,
+               algorithm="auto"):
+        """Every rank's ``tensor`` into ``dst``'s ``gather_list`` (``size``
+        tensors of ``tensor``'s size; None elsewhere), staged."""
+        c = "gather"
+        dst = self._root(dst, c)
+        send = self._tensor(tensor, c, "tensor", writable=False)
+        if self._engine.rank != dst:
+            return self._gathering(c, send, send[:0], send.size, dst,
+                                   algorithm, (tensor,), async_op,
+                                   inplace=False)
+        flats = self._tensors(gather_list, c, "gather_list")
+        if any(f.size != send.size or f.dtype != send.dtype for f in flats):
+            raise BufferSpecError(
+                f"gather_list must hold tensors of tensor's size "
+                f"({send.size} elements of {send.dtype})", **self._where(c))
+        staging = empty_like(send, send.size * self._engine.size)
+        return self._gathering(
+            c, send, staging, send.size, dst, algorithm,
+            (*gather_list, tensor, staging), async_op, inplace=False,
+            finish=_unstage(flats, staging, (send.size,) * len(flats)))
+
+    def scatter(self, tensor, scatter_list=None, src=0, async_op=False, *,
+                algorithm="auto"):
+        """``src``'s ``scatter_list[rank]`` into every rank's ``tensor``
+        (``scatter_list``: ``size`` tensors of ``tensor``'s size at
+        ``src``, None elsewhere), staged."""
+        c = "scatter"
+        src = self._root(src, c)
+        recv = self._tensor(tensor, c, "tensor")
+        if self._engine.rank != src:
+            send, owners = recv[:0], (tensor,)
+        else:
+            flats = self._tensors(scatter_list, c, "scatter_list",
+                                  writable=False)
+            if any(f.size != recv.size or f.dtype != recv.dtype
+                   for f in flats):
+                raise BufferSpecError(
+                    f"scatter_list must hold tensors of tensor's size "
+                    f"({recv.size} elements of {recv.dtype})",
+                    **self._where(c))
+            send = _stage(flats, (recv.size,) * len(flats))
+            owners = (tensor, *scatter_list, send)
+        engine = self._engine
+
+        def native(nonblocking, send, recv):
+            return engine.prepared("Scatter", nonblocking,
+                                   send if engine.rank == src else None,
+                                   recv, src)
+
+        return engine.launch(Call(c, algorithm, send, recv, recv.size, None,
+                                  src, native, owners), async_op)
+
+    def all_to_all_single(self, output, input, output_split_sizes=None,
+                          input_split_sizes=None, async_op=False, *,
+                          algorithm="auto"):
+        """``input`` cut along its first dimension into ``size`` blocks,
+        block ``j`` going to rank ``j``; ``output`` receives block ``i``
+        from rank ``i``. Split sizes are rows of the first dimension, as
+        in torch (None: equal blocks); with any it is an alltoallv, whose
+        counts are checked across ranks."""
+        c = "alltoall"
+        send = self._tensor(input, c, "input", writable=False)
+        recv = self._tensor(output, c, "output")
+        if recv.dtype != send.dtype:
+            raise BufferSpecError(f"input is {send.dtype} but output is "
+                                  f"{recv.dtype}", **self._where(c))
+        self._same_memory(send, recv, c)
+        size = self._engine.size
+        if output_split_sizes is None and input_split_sizes is None:
+            if recv.size != send.size or send.size % size:
+                raise BufferSpecError(
+                    f"input and output must be {size} equal blocks, got "
+                    f"{send.size} and {recv.size} elements",
+                    **self._where(c))
+            engine = self._engine
+
+            def native(nonblocking, send, recv):
+                return engine.prepared("Alltoall", nonblocking, send, recv)
+
+            return engine.launch(Call(c, algorithm, send, recv,
+                                      send.size // size, None, 0, native,
+                                      (output, input)), async_op)
+        scounts = self._splits(input_split_sizes, send, _row(input),
+                               "input_split_sizes")
+        rcounts = self._splits(output_split_sizes, recv, _row(output),
+                               "output_split_sizes")
+        return self._alltoallv(send, recv, scounts, rcounts, algorithm,
+                               (output, input), async_op)
+
+    def all_to_all(self, output_tensor_list, input_tensor_list,
+                   async_op=False, *, algorithm="auto"):
+        """``input_tensor_list[j]`` to rank ``j``, into its
+        ``output_tensor_list[i]`` from rank ``i`` (sizes may differ; an
+        alltoallv, counts checked across ranks); staged."""
+        c = "alltoallv"
+        ins = self._tensors(input_tensor_list, c, "input_tensor_list",
+                            writable=False)
+        outs = self._tensors(output_tensor_list, c, "output_tensor_list")
+        if ins[0].dtype != outs[0].dtype:
+            raise BufferSpecError("input and output tensors must have one "
+                                  "dtype", **self._where(c))
+        scounts = tuple(f.size for f in ins)
+        rcounts = tuple(f.size for f in outs)
+        send = _stage(ins, scounts)
+        recv = empty_like(send, sum(rcounts))
+        return self._alltoallv(
+            send, recv, scounts, rcounts, algorithm,
+            (*output_tensor_list, *input_tensor_list, send, recv), async_op,
+            finish=_unstage(outs, recv, rcounts))
+
+    def scan(self, tensor, op=ReduceOp.SUM, async_op=False, *,
+             algorithm="auto"):
+        """Inclusive prefix reduction in place: rank r gets t0 op ... op tr
+        (MPI_Scan; not in torch.distributed)."""
+        return self._scan_tensor("scan", tensor, op, algorithm, async_op)
+
+    def exscan(self, tensor, op=ReduceOp.SUM, async_op=False, *,
+               algorithm="auto"):
+        """Exclusive prefix reduction in place: rank r > 0 gets
+        t0 op ... op t(r-1); rank 0's tensor is left as it was
+        (MPI_Exscan; not in torch.distributed)."""
+        return self._scan_tensor("exscan", tensor, op, algorithm, async_op)
+
+    def _scan_tensor(self, c, tensor, op, algorithm, async_op):
+        op = self._op_of(op, c)
+        flat = self._tensor(tensor, c, "tensor")
+        return self._scan(c, flat, flat, op, algorithm, (tensor,), async_op)
+
+    def barrier(self, async_op=False, *, algorithm="auto"):
+        """Block until every rank has entered the barrier."""
+        memo = None if async_op else (("barrier", algorithm), ())
+        if memo and self._engine.replayed(*memo):
+            return None
+        return self._barrier(algorithm, async_op, memo)
+
+    # ---------------------------------------------------- point-to-point
+    #
+    # On the communicator itself (matching plain mpi4py code's messages),
+    # through mpicoll.Comm's calls (device buffers staged when MPI is not
+    # CUDA-aware); the peer and tag are checked first, as torch checks them.
+
+    def send(self, tensor, dst, tag=0) -> None:
+        """Send ``tensor`` to rank ``dst``."""
+        self.comm.Send(*self._p2p("send", tensor, dst, tag, False))
+
+    def recv(self, tensor, src=None, tag=0) -> int:
+        """Receive into ``tensor`` from ``src`` (any rank if None); returns
+        the sender's rank, as torch.distributed does."""
+        status = MPI.Status()
+        self.comm.Recv(*self._p2p("recv", tensor, src, tag, True), status)
+        return status.Get_source()
+
+    def isend(self, tensor, dst, tag=0) -> Work:
+        flat, dst, tag = self._p2p("isend", tensor, dst, tag, False)
+        return self._work("isend", self.comm.Isend(flat, dst, tag), tensor)
+
+    def irecv(self, tensor, src=None, tag=0) -> Work:
+        flat, src, tag = self._p2p("irecv", tensor, src, tag, True)
+        return self._work("irecv", self.comm.Irecv(flat, src, tag), tensor)
+
+    def batch_isend_irecv(self, p2p_op_list) -> list[Work]:
+        """Post every :class:`P2POp` (all checked before any is posted) and
+        return their Works, in order."""
+        c = "batch_isend_irecv"
+        posts = []
+        for p in p2p_op_list:
+            name = getattr(p.op, "__name__", p.op)
+            if name not in ("isend", "irecv"):
+                raise InvalidArgumentError(
+                    f"P2POp.op must be isend or irecv, got {p.op!r}",
+                    **self._where(c))
+            posts.append((name, self._p2p(c, p.tensor, p.peer, p.tag,
+                                          name == "irecv"), p.tensor))
+        return [self._work(name, getattr(self.comm, name.capitalize())(*args),
+                           tensor) for name, args, tensor in posts]
+
+    def _p2p(self, call, tensor, peer, tag, receiving) -> tuple:
+        """``(flat view, peer, tag)``: a receive's ``None`` peer is any
+        source; a peer must be a rank here (or ``MPI.PROC_NULL``), a tag in
+        0..``MPI.TAG_UB``."""
+        flat = self._tensor(tensor, call, "tensor", writable=receiving)
+        if receiving and peer is None:
+            peer = MPI.ANY_SOURCE
+        wild = (MPI.ANY_SOURCE, MPI.PROC_NULL) if receiving else \
+            (MPI.PROC_NULL,)
+        if not (_is_int(peer) and (0 <= peer < self._engine.size
+                                   or peer in wild)):
+            raise InvalidArgumentError(
+                f"{'src' if receiving else 'dst'} {peer!r} is not a rank of "
+                f"this group (size {self._engine.size})", **self._where(call))
+        ub = self.comm.Get_attr(MPI.TAG_UB)
+        if not (_is_int(tag) and 0 <= tag <= ub):
+            raise InvalidArgumentError(f"tag {tag!r} is outside 0..{ub}",
+                                       **self._where(call))
+        return flat, int(peer), int(tag)
+
+    def _work(self, call, request, tensor) -> Work:
+        """A request as a :class:`Work` (a device receive's Work already
+        is one: it copies the message back when complete)."""
+        if isinstance(request, Work):
+            return request
+        return Work(where=self._where(call), request=request, keep=(tensor,))
+
+    # ----------------------------------------------------------- checks
+
+    def _whole_blocks(self, whole, block, collective, whole_name,
+                      block_name) -> None:
+        self._same_memory(whole, block, collective)
+        size = self._engine.size
+        if whole.dtype != block.dtype or whole.size != block.size * size:
+            raise BufferSpecError(
+                f"{whole_name} must be {size} x {block.size} elements of "
+                f"{block.dtype} (the size of {block_name}), got "
+                f"{whole.size} of {whole.dtype}", **self._where(collective))
+
+    def _splits(self, splits, buf, row: int, what) -> tuple[int, ...]:
+        """Per-rank element counts of ``buf`` from split sizes in rows of
+        ``row`` elements, checked; None: equal blocks."""
+        c = "alltoallv"
+        size = self._engine.size
+        if splits is None:
+            if buf.size % size:
+                raise BufferSpecError(
+                    f"{buf.size} elements do not split into {size} equal "
+                    f"blocks; pass {what}", **self._where(c))
+            return (buf.size // size,) * size
+        counts = tuple(int(n) * row for n in splits)
+        if len(counts) != size or min(counts) < 0 or sum(counts) != buf.size:
+            raise BufferSpecError(
+                f"{what} {list(splits)} must be {size} non-negative sizes "
+                f"summing to the first dimension", **self._where(c))
+        return counts
+
+
+def _row(tensor) -> int:
+    """Elements per index of a tensor's first dimension."""
+    shape = tuple(tensor.shape)
+    if not shape or shape[0] == 0:
+        return 1
+    return int(np.prod(shape[1:], dtype=np.int64))
+
+
+def _stage(flats, counts):
+    """The flat views ``flats`` copied end to end into one new buffer."""
+    staging = empty_like(flats[0], sum(counts))
+    start = 0
+    for f, n in zip(flats, counts):
+        copyto(staging[start:start + n], f)
+        start += n
+    return staging
+
+
+def _unstage(flats, staging, counts):
+    """A ``finish`` copying ``staging``'s blocks back into ``flats``."""
+    def finish():
+        start = 0
+        for f, n in zip(flats, counts):
+            copyto(f, staging[start:start + n])
+            start += n
+
+    return finish
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
