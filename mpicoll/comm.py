@@ -114,10 +114,13 @@ class Comm(VectorCalls, CallBuilder, PointToPoint, Groups, MPI.Intracomm):
         super().free()
 
     def _release(self) -> None:
+        """Drop this object's engine; free the private duplicate unless
+        the handle is null or predefined (mpi4py's ``free`` leaves those,
+        and every other wrapper of ``COMM_WORLD`` shares the duplicate)."""
         engine = self.__dict__.pop("_engine", None)
         if engine is not None:
             engine.forget_replays()
-        if self != MPI.COMM_NULL:
+        if self not in (MPI.COMM_NULL, MPI.COMM_WORLD, MPI.COMM_SELF):
             forget(self)
 
     def explain(self, collective: str, *, count: int = 1, dtype="float64",

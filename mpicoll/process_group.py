@@ -28,13 +28,20 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll.calls import CallBuilder
+from mpicoll.collectives import COLLECTIVES
 from mpicoll.comm import Comm
 from mpicoll.cuda import copyto, empty_like
 from mpicoll.engine import Call
 from mpicoll.message import message
 from mpicoll.mpi_ops import as_op
 from mpicoll.ops import Op
-from mpicoll.errors import BufferSpecError, InvalidArgumentError
+from mpicoll.errors import (
+    BufferSpecError,
+    BufferSpecTypeError,
+    InvalidArgumentError,
+    OpTypeError,
+    InvalidArgumentTypeError,
+)
 from mpicoll.schedule.layout import inplace_send
 from mpicoll.schedule.plan import same_memory
 from mpicoll.work import Work
@@ -93,17 +100,28 @@ class ProcessGroup(CallBuilder):
         if type(x) is np.ndarray and x.flags.c_contiguous and (
                 x.flags.writeable or not writable) and x.dtype.isbuiltin:
             return x.reshape(-1)  # the common case, kept cheap
-        if isinstance(x, (list, tuple)) or x is None:
-            raise BufferSpecError(f"{what} must be a tensor, got "
-                                  f"{type(x).__name__}",
-                                  **self._where(collective))
-        return message(x, readonly=not writable,
-                       where=self._where(collective)).array
+        if isinstance(x, (list, tuple)) or x is None:  # torch: TypeError
+            raise BufferSpecTypeError(f"{what} must be a tensor, got "
+                                      f"{type(x).__name__}",
+                                      **self._where(collective))
+        if getattr(x, "requires_grad", False):
+            x = x.detach()  # the same memory; DLPack refuses grad tensors
+        m = message(x, readonly=not writable, where=self._where(collective))
+        if m.datatype == MPI.BYTE and COLLECTIVES[collective].reducing:
+            # a type MPI has no name for (bfloat16, ...) travels as bytes,
+            # which no reduction may be applied to
+            raise OpTypeError(f"{what}: no MPI datatype for its element "
+                              f"type, so it cannot be reduced",
+                              **self._where(collective))
+        return m.array
 
     def _op(self, op, collective) -> Op:
         try:
             return as_op(op)
-        except (TypeError, ValueError) as exc:
+        except TypeError as exc:  # not an op at all: torch's TypeError
+            raise InvalidArgumentTypeError(
+                str(exc), **self._where(collective)) from None
+        except ValueError as exc:  # an unknown name
             raise InvalidArgumentError(str(exc),
                                        **self._where(collective)) from None
 

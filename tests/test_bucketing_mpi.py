@@ -5,11 +5,10 @@ reduction order), whatever order each rank marks its arrays in."""
 from __future__ import annotations
 
 import numpy as np
-
-from mpicoll import ProcessGroup as PG
 import pytest
 from mpi4py import MPI
 
+from mpicoll import ProcessGroup as PG
 from mpicoll.bucketing import GradientBucketer
 from mpicoll.errors import InvalidArgumentError
 from mpidata import values
@@ -95,8 +94,10 @@ def test_bucket_views(comm, average):
 def test_average_and_reuse_across_steps(comm):
     shapes = [(s, d) for s, d in SHAPES if d.startswith(("float", "complex"))]
     arrays = grads(comm.rank, 0, shapes)
-    bucketer = GradientBucketer(comm, arrays, bucket_bytes=100,
+    group = PG(comm)  # a ProcessGroup does as well as a Comm
+    bucketer = GradientBucketer(group, arrays, bucket_bytes=100,
                                 average=True, algorithm="ring")
+    assert bucketer.comm is comm and bucketer.group.comm is comm
     buffers = [id(b) for b in bucketer._buffers]
     for step in range(3):
         fresh = grads(comm.rank, step, shapes)

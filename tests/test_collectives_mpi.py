@@ -177,7 +177,7 @@ def test_barrier_waits_for_the_last_rank(comm, algorithm):
         PG(comm).barrier(algorithm=algorithm)
 
 
-# ------------------------------------------------------------ array face
+# ------------------------------------ array face: mpicoll.ProcessGroup
 
 
 @pytest.mark.parametrize("algorithm", mpicoll.algorithms("allreduce"))

@@ -371,7 +371,11 @@ def test_user_mpi_op_on_device_arrays_is_refused(runtime, comm):
         with pytest.raises(mpicoll.OpTypeError,
                            match=r"rank \d+.*allreduce.*host memory"):
             PG(comm).all_reduce(fakecuda.device_array(np.zeros(3)), op,
-                            algorithm="ring")
+                                algorithm="ring")
+        with pytest.raises(mpicoll.OpTypeError,
+                           match=r"rank \d+.*allreduce.*host memory"):
+            comm.Allreduce(MPI.IN_PLACE, fakecuda.device_array(np.zeros(3)),
+                           op, algorithm="ring")
     finally:
         op.Free()
 
@@ -399,6 +403,12 @@ def test_point_to_point_on_device_arrays(runtime, comm, mode):
     got = fresh()
     works = [PG(comm).irecv(got, left, 2),
              PG(comm).isend(fakecuda.device_array(mine), right, 2)]
+    mpicoll.waitall(works)
+    results.append(got)
+    got = fresh()  # the buffer face: a Work for device buffers
+    works = [comm.Irecv([got, MPI.DOUBLE], left, 5),
+             comm.Isend(fakecuda.device_array(mine), right, 5)]
+    assert all(isinstance(w, mpicoll.Work) for w in works)
     mpicoll.waitall(works)
     results.append(got)
     got = fresh()

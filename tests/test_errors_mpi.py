@@ -129,7 +129,7 @@ def test_bad_ops_and_counts(comm):
     with pytest.raises(errors.InvalidArgumentError, match="expecting"):
         comm.Reduce_scatter(np.ones(4), np.empty(1), [1] * (comm.size + 1))
     with pytest.raises(errors.BufferSpecError,
-                       match="5 elements .* the buffer holds 32"):
+                       match=r"5 elements .* the buffer holds 32"):
         comm.Bcast([np.ones(4), 5, MPI.DOUBLE])  # beyond the buffer
     with pytest.raises(errors.BufferSpecError, match="datatypes"):
         comm.Allreduce(np.ones(2), np.empty(2, np.float32), MPI.SUM)

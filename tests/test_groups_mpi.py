@@ -390,3 +390,16 @@ def test_bad_ranks_per_node_is_refused(value, monkeypatch):
     assert f"MPICOLL_RANKS_PER_NODE must be a positive integer, got " \
            f"{value!r}" in str(info.value)
     dup.Free()
+
+
+def test_freeing_one_world_wrapper_leaves_the_others_working():
+    """mpi4py's free() leaves a predefined handle alone; so does mpicoll's
+    (the private duplicate is shared by every wrapper of COMM_WORLD)."""
+    x = np.ones(3)
+    first = mpicoll.Comm(WORLD)
+    first.Allreduce(MPI.IN_PLACE, x, MPI.SUM, algorithm="ring")
+    other = mpicoll.Comm(WORLD)
+    other.free()
+    assert other == MPI.COMM_NULL and WORLD != MPI.COMM_NULL
+    first.Allreduce(MPI.IN_PLACE, x, MPI.SUM, algorithm="ring")
+    assert np.all(x == WORLD.Get_size() ** 2)

@@ -76,10 +76,14 @@ def test_mesh_agrees_with_the_layout(world, shape, periodic):
     for d, name in enumerate(names):
         along = mesh[name]
         assert along is mesh.sub((name,))
+        assert isinstance(along, mpicoll.Comm)
         assert members(along) == list(layout.group(r, (name,)))
         assert along.rank == mesh.coords[d]
+        group = mesh.get_group(name)  # the torch-style face of mesh[name]
+        assert isinstance(group, mpicoll.ProcessGroup)
+        assert group.comm is along and group.rank() == along.rank
         x = np.array([r], np.int64)
-        mesh.get_group(name).all_reduce(x, algorithm="ring")
+        group.all_reduce(x, algorithm="ring")
         assert x[0] == sum(layout.group(r, (name,)))
         for disp in (1, -1, 2):
             assert mesh.shift(name, disp) == (
@@ -88,6 +92,7 @@ def test_mesh_agrees_with_the_layout(world, shape, periodic):
     for first, second in zip(names, names[1:]):
         both = mesh[first, second]
         assert both is mesh.sub((first, second))
+        assert mesh.get_group((first, second)).comm is both
         assert members(both) == list(layout.group(r, (first, second)))
     assert members(mesh.sub(names)) == list(range(P))
     if periodic:

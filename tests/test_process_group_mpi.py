@@ -22,7 +22,7 @@ pytestmark = pytest.mark.mpi
 WORLD = MPI.COMM_WORLD
 TIMEOUT = 60  # seconds for Work.wait: a hang fails instead of blocking
 
-SHAPES = [(5,), (2, 3), (), (3, 1, 2), (0,), (17,)]
+SHAPES = [(5,), (2, 3), (), (3, 1, 2), (0,), (17,), (129, 7)]
 
 
 def algorithms(collective):
@@ -106,14 +106,15 @@ def cases():
 
 
 CASES = cases()
+LARGE = [("sum", np.float32, (70001,)), ("max", np.int64, (3, 40000))]
 DTYPES = [np.float64, np.int32, np.uint8, np.complex128, np.float32,
           np.int64]
 
 
-def run(call, async_op, **kwargs):
-    """Make the call; async: a Work, waited on and then completed; sync:
-    None, as torch.distributed returns."""
-    out = call(async_op=async_op, **kwargs)
+def run(call, *args, async_op, **kwargs):
+    """``call(*args, async_op=async_op, **kwargs)``; async: a Work, waited
+    on and then completed; sync: None, as torch.distributed returns."""
+    out = call(*args, async_op=async_op, **kwargs)
     if async_op:
         assert isinstance(out, mpicoll.Work), type(out)
         out.wait(timeout=TIMEOUT)
@@ -179,12 +180,12 @@ def test_sub_communicators():
 @pytest.mark.parametrize("algorithm", algorithms("allreduce"))
 def test_all_reduce(pg, algorithm):
     p, r = pg.size(), pg.rank()
-    for k, (op, dtype, shape) in enumerate(CASES):
+    for k, (op, dtype, shape) in enumerate(CASES + LARGE):
         x = val(r, shape, dtype, op=op)
         want = fold(op, [val(q, shape, dtype, op=op) for q in range(p)])
         tensor = DLPackOnly(x) if k % 3 == 2 else x
-        run(lambda **kw: pg.all_reduce(tensor, spelled(op, k), **kw),
-            async_op=k % 2 == 1, algorithm=algorithm)
+        run(pg.all_reduce, tensor, spelled(op, k), async_op=k % 2 == 1,
+            algorithm=algorithm)
         same(x, want, (op, dtype, shape))
 
 
@@ -216,8 +217,8 @@ def test_reduce(pg, algorithm):
             op, dtype, shape = CASES[(dst * 5 + k) % len(CASES)]
             k += 1
             x = val(r, shape, dtype, op=op)
-            run(lambda **kw: pg.reduce(x, dst, spelled(op, k), **kw),
-                async_op, algorithm=algorithm)
+            run(pg.reduce, x, dst, spelled(op, k), async_op=async_op,
+                algorithm=algorithm)
             if r == dst:
                 same(x, fold(op, [val(q, shape, dtype, op=op)
                                   for q in range(p)]), (dst, op, dtype))
@@ -240,8 +241,7 @@ def test_reduce_scatter_tensor(pg, algorithm):
         whole = (p * block[0], *block[1:])
         inp = val(r, whole, dtype, op=op)
         out = np.zeros(block, dtype)
-        run(lambda **kw: pg.reduce_scatter_tensor(out, inp, spelled(op, k),
-                                                  **kw),
+        run(pg.reduce_scatter_tensor, out, inp, spelled(op, k),
             async_op=k % 2 == 1, algorithm=algorithm)
         total = fold(op, [val(q, whole, dtype, op=op) for q in range(p)])
         same(out, total[r * block[0]:(r + 1) * block[0]], (op, dtype, block))
@@ -263,7 +263,7 @@ def test_reduce_scatter_lists(pg, algorithm):
     for k, (op, dtype, _) in enumerate(CASES[::2]):
         ins = [val(r, (sizes[j], 2), dtype, salt=j, op=op) for j in range(p)]
         out = np.full((sizes[r], 2), 99, dtype)
-        run(lambda **kw: pg.reduce_scatter(out, ins, spelled(op, k), **kw),
+        run(pg.reduce_scatter, out, ins, spelled(op, k),
             async_op=k % 2 == 0, algorithm=algorithm)
         same(out, fold(op, [val(q, (sizes[r], 2), dtype, salt=r, op=op)
                             for q in range(p)]), (op, dtype))
@@ -271,13 +271,13 @@ def test_reduce_scatter_lists(pg, algorithm):
 
 @pytest.mark.parametrize("collective", ["scan", "exscan"])
 def test_scan_and_exscan(pg, collective):
-    p, r = pg.size(), pg.rank()
+    r = pg.rank()
     call = getattr(pg, collective)
     for algorithm in algorithms(collective):
         for k, (op, dtype, shape) in enumerate(CASES[1::3]):
             x = val(r, shape, dtype, op=op)
-            run(lambda **kw: call(x, spelled(op, k), **kw),
-                async_op=k % 2 == 1, algorithm=algorithm)
+            run(call, x, spelled(op, k), async_op=k % 2 == 1,
+                algorithm=algorithm)
             upto = r + 1 if collective == "scan" else r
             want = fold(op, [val(q, shape, dtype, op=op)
                              for q in range(upto)]) if upto else \
@@ -299,9 +299,13 @@ def test_broadcast(pg, algorithm):
             k += 1
             x = val(r, shape, dtype, salt=k)
             tensor = DLPackOnly(x) if k % 3 == 0 else x
-            run(lambda **kw: pg.broadcast(tensor, src, **kw), async_op,
+            run(pg.broadcast, tensor, src, async_op=async_op,
                 algorithm=algorithm)
             same(x, val(src, shape, dtype, salt=k), (src, dtype, shape))
+    for src in (0, p - 1):  # large: pipelined and chunked paths
+        x = val(r, (90001,), np.float64, salt=src)
+        run(pg.broadcast, x, src, async_op=src > 0, algorithm=algorithm)
+        same(x, val(src, (90001,), np.float64, salt=src), src)
     x = np.zeros((2, 5), np.float32)
     for step in range(3):  # repeated, keyword
         x[...] = val(r, (2, 5), np.float32, salt=step)
@@ -320,9 +324,8 @@ def test_gather(pg, algorithm):
             k += 1
             rows = [np.zeros(shape, dtype) for _ in range(p)] \
                 if r == dst else None
-            run(lambda **kw: pg.gather(val(r, shape, dtype, salt=k), rows,
-                                       dst, **kw),
-                async_op, algorithm=algorithm)
+            run(pg.gather, val(r, shape, dtype, salt=k), rows, dst,
+                async_op=async_op, algorithm=algorithm)
             if r == dst:
                 for q in range(p):
                     same(rows[q], val(q, shape, dtype, salt=k), (dst, q))
@@ -346,7 +349,7 @@ def test_scatter(pg, algorithm):
             parts = [val(q, shape, dtype, salt=k) for q in range(p)] \
                 if r == src else None
             mine = np.zeros(shape, dtype)
-            run(lambda **kw: pg.scatter(mine, parts, src, **kw), async_op,
+            run(pg.scatter, mine, parts, src, async_op=async_op,
                 algorithm=algorithm)
             same(mine, val(r, shape, dtype, salt=k), (src, dtype, shape))
     mine = np.zeros((2, 2), np.int32)
@@ -366,15 +369,14 @@ def test_all_gather(pg, algorithm):
         outs = [np.zeros(shape, dtype) for _ in range(p)]
         if k % 3 == 1:
             outs = [DLPackOnly(o) for o in outs]
-        run(lambda **kw: pg.all_gather(outs, val(r, shape, dtype), **kw),
-            async_op=k % 2 == 1, algorithm=algorithm)
+        run(pg.all_gather, outs, val(r, shape, dtype), async_op=k % 2 == 1,
+            algorithm=algorithm)
         for q in range(p):
             same(outs[q], val(q, shape, dtype), (dtype, shape, q))
     for async_op in (False, True):  # uneven sizes, some empty
         outs = [np.zeros((q % 3, 2), np.int32) for q in range(p)]
-        run(lambda **kw: pg.all_gather(
-            outs, val(r, (r % 3, 2), np.int32), **kw),
-            async_op, algorithm=algorithm)
+        run(pg.all_gather, outs, val(r, (r % 3, 2), np.int32),
+            async_op=async_op, algorithm=algorithm)
         for q in range(p):
             same(outs[q], val(q, (q % 3, 2), np.int32), q)
 
@@ -390,14 +392,14 @@ def test_all_gather_into_tensor(pg, algorithm):
         stacked = k % 2 == 0
         want = np.stack(parts) if stacked else np.concatenate(parts)
         out = np.zeros_like(want)
-        run(lambda **kw: pg.all_gather_into_tensor(out, parts[r], **kw),
-            async_op=k % 3 == 1, algorithm=algorithm)
+        run(pg.all_gather_into_tensor, out, parts[r], async_op=k % 3 == 1,
+            algorithm=algorithm)
         same(out, want, (dtype, shape, stacked))
     for async_op in (False, True):  # in place: the input is out[r]
         out = np.zeros((p, 3), np.float64)
         out[r] = val(r, (3,), np.float64)
-        run(lambda **kw: pg.all_gather_into_tensor(out, out[r], **kw),
-            async_op, algorithm=algorithm)
+        run(pg.all_gather_into_tensor, out, out[r], async_op=async_op,
+            algorithm=algorithm)
         same(out, np.stack([val(q, (3,), np.float64) for q in range(p)]))
     out = np.zeros(2 * p, np.int64)
     inp = np.zeros(2, np.int64)
@@ -423,8 +425,8 @@ def test_all_to_all_single(pg, algorithm):
         inp = np.concatenate([block(r, j, rows, cols, dtype, k)
                               for j in range(p)])
         out = np.full_like(inp, 7)
-        run(lambda **kw: pg.all_to_all_single(out, inp, **kw),
-            async_op=k % 2 == 1, algorithm=algorithm)
+        run(pg.all_to_all_single, out, inp, async_op=k % 2 == 1,
+            algorithm=algorithm)
         same(out, np.concatenate([block(i, r, rows, cols, dtype, k)
                                   for i in range(p)]), (dtype, rows, cols))
         same(inp, np.concatenate([block(r, j, rows, cols, dtype, k)
@@ -443,9 +445,8 @@ def test_all_to_all_single_with_split_sizes(pg, algorithm):
         inp = np.concatenate([block(r, j, rows(r, j), 3, dtype, k)
                               for j in range(p)])
         out = np.zeros((sum(rows(i, r) for i in range(p)), 3), dtype)
-        run(lambda **kw: pg.all_to_all_single(
-            out, inp, [rows(i, r) for i in range(p)],
-            [rows(r, j) for j in range(p)], **kw),
+        run(pg.all_to_all_single, out, inp,
+            [rows(i, r) for i in range(p)], [rows(r, j) for j in range(p)],
             async_op=k % 2 == 1, algorithm=algorithm)
         same(out, np.concatenate([block(i, r, rows(i, r), 3, dtype, k)
                                   for i in range(p)]), dtype)
@@ -468,8 +469,8 @@ def test_all_to_all_lists(pg, algorithm):
     for k, dtype in enumerate(DTYPES[:4]):
         ins = [block(r, j, rows(r, j), 2, dtype, k) for j in range(p)]
         outs = [np.zeros((rows(i, r), 2), dtype) for i in range(p)]
-        run(lambda **kw: pg.all_to_all(outs, ins, **kw),
-            async_op=k % 2 == 0, algorithm=algorithm)
+        run(pg.all_to_all, outs, ins, async_op=k % 2 == 0,
+            algorithm=algorithm)
         for i in range(p):
             same(outs[i], block(i, r, rows(i, r), 2, dtype, k), (dtype, i))
 
