@@ -179,8 +179,8 @@ class CallBuilder:
             return engine.prepared("Gather", nonblocking, s, r, root)
 
         return engine.launch(Call(c, algorithm, send, recv, count, None, root,
-                                  native, owners, finish, memo, **extra),
-                             async_op)
+                                  native, owners, finish, memo, **extra,
+                                  inplace=inplace), async_op)
 
     def _alltoallv(self, send, recv, scounts, rcounts, algorithm, owners,
                    async_op, finish=None, **extra):
@@ -240,8 +240,8 @@ class CallBuilder:
                                    list(counts), native_op(op))
 
         return engine.launch(Call(c, algorithm, send, recv, count, op, 0,
-                                  native, owners, None, memo, **extra),
-                             async_op)
+                                  native, owners, None, memo, **extra,
+                                  inplace=inplace), async_op)
 
     def _barrier(self, algorithm, async_op, memo=None):
         engine = self._engine

@@ -39,6 +39,11 @@ the call takes no send buffer (bcast).
 ``inplace_root_only``: only the root may pass ``IN_PLACE`` (reduce,
 gather, gatherv, scatter, scatterv).
 
+``inplace_everywhere``: MPI requires ``IN_PLACE`` on every rank or on none
+(allreduce, allgather(v), the reduce-scatters; scan and exscan leave it to
+each rank), which check mode compares (alltoall's is not compared: its
+staged in-place form is not told apart from a plain call).
+
 No imports: this is the bottom layer.
 """
 
@@ -71,6 +76,8 @@ class Collective(NamedTuple):
     # covers all ``size`` blocks, not one; "whole" collectives have one.
     report_blocks: bool
     select_blocks: bool
+    # MPI: "MPI_IN_PLACE ... at all processes" (check mode compares it)
+    inplace_everywhere: bool = False
 
     @property
     def nonblocking_method(self) -> str:
@@ -93,17 +100,17 @@ class Collective(NamedTuple):
 
 _ROWS = (
     Collective("allreduce", "Allreduce", False, True, "whole", None, False,
-               "aliased", False, lambda p: 2 * (p - 1) / p, False, False),
+               "aliased", False, lambda p: 2 * (p - 1) / p, False, False, True),
     Collective("reduce", "Reduce", True, True, "whole", None, False,
                "aliased", True, _one, False, False),
     Collective("bcast", "Bcast", True, False, "whole", None, True,
                None, False, _one, False, False),
     Collective("allgather", "Allgather", False, False, "block", "recv", False,
-               "aliased", False, _ring, True, False),
+               "aliased", False, _ring, True, False, True),
     Collective("reduce_scatter_block", "Reduce_scatter_block", False, True,
-               "block", "send", False, "staged", False, _ring, True, True),
+               "block", "send", False, "staged", False, _ring, True, True, True),
     Collective("reduce_scatter", "Reduce_scatter", False, True, "per_rank",
-               "send", False, "staged", False, _ring, True, True),
+               "send", False, "staged", False, _ring, True, True, True),
     Collective("barrier", "Barrier", False, False, "none", None, False,
                None, False, lambda p: 0.0, False, False),
     Collective("gather", "Gather", True, False, "block", "recv", False,
@@ -111,7 +118,7 @@ _ROWS = (
     Collective("scatter", "Scatter", True, False, "block", "send", False,
                "root_keeps", True, _ring, True, True),
     Collective("allgatherv", "Allgatherv", False, False, "per_rank", "recv",
-               False, "aliased", False, _ring, True, False),
+               False, "aliased", False, _ring, True, False, True),
     Collective("alltoall", "Alltoall", False, False, "block", "both", False,
                "staged", False, _ring, True, True),
     Collective("scan", "Scan", False, True, "whole", None, False,

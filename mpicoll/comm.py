@@ -31,6 +31,7 @@ from mpi4py import MPI
 
 from mpicoll.calls import CallBuilder, owners_of
 from mpicoll.context import forget
+from mpicoll.collectives import COLLECTIVES
 from mpicoll.engine import Call, Engine, Settings
 from mpicoll.errors import BufferSpecError, BufferSpecMPIError
 from mpicoll.message import (
@@ -42,6 +43,7 @@ from mpicoll.message import (
     unpack,
 )
 from mpicoll.groups import Groups
+from mpicoll.guard import guard_settings, guarded_class
 from mpicoll.p2p import PointToPoint
 from mpicoll.schedule.layout import inplace_recv, inplace_send
 from mpicoll.schedule.plan import overlap
@@ -58,11 +60,21 @@ class Comm(VectorCalls, CallBuilder, PointToPoint, Groups, MPI.Intracomm):
     Not collective to create, as ``MPI.Intracomm(comm)`` is not; the
     first collective call makes the private duplicate (every rank calls
     it, as every collective). ``MPICOLL_<COLLECTIVE>_ALGORITHM``,
-    ``MPICOLL_RULES``, ``MPICOLL_EXPLAIN`` and ``MPICOLL_RANKS_PER_NODE``
-    are read here, once (a bad setting raises here).
+    ``MPICOLL_RULES``, ``MPICOLL_EXPLAIN``, ``MPICOLL_RANKS_PER_NODE``,
+    ``MPICOLL_CHECK``, ``MPICOLL_TIMEOUT`` and ``MPICOLL_ON_TIMEOUT`` are
+    read here, once (a bad setting raises here).
+
+    ``check=True`` puts the communicator in check mode (every collective
+    call is first agreed by every rank: :mod:`mpicoll.check`);
+    ``timeout=SECONDS`` bounds every collective call and ``Work.wait``,
+    then ``on_timeout`` (``"abort"``, the default, or ``"raise"``):
+    :mod:`mpicoll.watchdog`. None reads the environment variable.
+    Communicators made from this one (``split``, ``new_group``, meshes)
+    inherit both.
     """
 
-    def __new__(cls, comm: MPI.Comm | None = None):
+    def __new__(cls, comm: MPI.Comm | None = None, *, check=None,
+                timeout=None, on_timeout=None):
         if comm is None:
             comm = MPI.COMM_WORLD
         if not isinstance(comm, MPI.Intracomm):
@@ -72,13 +84,34 @@ class Comm(VectorCalls, CallBuilder, PointToPoint, Groups, MPI.Intracomm):
             for topology, with_topology in _WITH_TOPOLOGY.items():
                 if isinstance(comm, topology):
                     cls = with_topology
+        # Read now, so that a bad setting fails here (local, not collective).
+        settings = Settings.from_environment(
+            comm.Get_rank(), guard_settings(check, timeout, on_timeout))
+        if settings.guard.on:
+            cls = guarded_class(cls, METHODS)
         mpi4py_class = next(k for k in cls.__mro__
                             if k.__module__ == "mpi4py.MPI")
-        return mpi4py_class.__new__(cls, comm)
+        self = mpi4py_class.__new__(cls, comm)
+        self._settings = settings
+        return self
 
-    def __init__(self, comm: MPI.Comm | None = None) -> None:
-        # Read now, so that a bad setting fails here (local, not collective).
-        self._settings = Settings.from_environment(self.Get_rank())
+    def __init__(self, comm: MPI.Comm | None = None, *, check=None,
+                 timeout=None, on_timeout=None) -> None:
+        pass  # made by __new__
+
+    guarded = False  # a guarded subclass (mpicoll.guard) says True
+
+    def _derived(self, mpi: MPI.Intracomm) -> Comm:
+        """A ``Comm`` of ``mpi`` (made from this one by a collective call
+        of its ranks), guarded as this is. A guarded one makes its private
+        duplicate now, while every rank is here, so that its first
+        collective call is bounded by the deadline as every later one."""
+        guard = self._settings.guard
+        comm = Comm(mpi, check=guard.check, timeout=guard.timeout,
+                    on_timeout=guard.on_timeout)
+        if guard.on:
+            comm._engine  # noqa: B018 (collective: the private Dup)
+        return comm
 
     def __getattr__(self, name):
         # Called only when normal lookup fails: mpicoll's state is made on
@@ -490,7 +523,9 @@ class Comm(VectorCalls, CallBuilder, PointToPoint, Groups, MPI.Intracomm):
         return self._barrier(algorithm, True)
 
 
-Comm._comm_class = Comm  # what Groups makes new communicators of
+# The collective methods a guarded Comm wraps (mpicoll.guard).
+METHODS = {name: row.name for row in COLLECTIVES.values()
+           for name in (row.method, row.nonblocking_method)}
 
 
 def _topology_class(mpi4py_class):

@@ -42,6 +42,7 @@ from collections import OrderedDict
 import numpy as np
 from mpi4py import MPI
 
+from mpicoll import exchange
 from mpicoll.cuda import empty_like
 from mpicoll.devicecall import DeviceTarget, hold_until
 from mpicoll.errors import InvalidArgumentError
@@ -78,8 +79,13 @@ class Context:
         self.comm = MPI.Intracomm(MPI.Intracomm.Dup(comm))
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
-        self._tag_ub = min(int(self.comm.Get_attr(MPI.TAG_UB)), 1 << 30)
+        tag_ub = min(int(self.comm.Get_attr(MPI.TAG_UB)), 1 << 30)
+        # The two highest tags are the watchdog's (mpicoll.watchdog):
+        # where-are-you queries and their answers; schedules roll below.
+        self.monitor_tags = (tag_ub, tag_ub - 1)
+        self._tag_ub = tag_ub - 2
         self._tag = 0
+        self.calls = 0  # collective calls of guarded faces (their seq)
         self._plans: OrderedDict = OrderedDict()
         self._nodes: tuple[int, ...] | None = None
         self._node_comm: MPI.Intracomm | None = None
@@ -179,7 +185,7 @@ class Context:
                 lowest = node_group.Translate_ranks([0], group)[0]
                 node_group.Free()
                 group.Free()
-                lowests = self.comm.allgather(lowest)
+                lowests = exchange.allgather(self.comm, lowest)
                 index = {r: i for i, r in enumerate(sorted(set(lowests)))}
                 self._nodes = tuple(index[r] for r in lowests)
                 self._node_comm = node

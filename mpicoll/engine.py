@@ -15,7 +15,11 @@ dtype, op), then runs it:
 - blocking, nonblocking (a :class:`~mpicoll.work.Work`; hand-built
   schedules advance on the progress thread) or replayed: a blocking host
   call remembered under its ``memo`` key runs again with no parsing and no
-  choice, for a dict lookup and a dtype check per array (:meth:`replayed`).
+  choice, for a dict lookup and a dtype check per array (:meth:`replayed`);
+- guarded (:mod:`mpicoll.guard`): in check mode each call's fingerprint is
+  agreed by every rank first (:mod:`mpicoll.check`), and under a deadline
+  every wait is bounded (:mod:`mpicoll.watchdog`); guarded engines replay
+  nothing.
 
 One engine serves every ``mpicoll.Comm`` and ``ProcessGroup`` built on the
 same communicator object; its state is the communicator's private
@@ -31,7 +35,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from mpicoll import progress
+from mpicoll import check, exchange, progress
 from mpicoll.collectives import COLLECTIVES
 from mpicoll.context import context_of, ranks_per_node
 from mpicoll.cuda import cuda_aware, placement
@@ -43,6 +47,7 @@ from mpicoll.devicecall import (
     order_caller,
 )
 from mpicoll.errors import ConstraintError, InvalidArgumentError, OpTypeError
+from mpicoll.guard import Guard, guard_settings
 from mpicoll.mpi_ops import as_op
 from mpicoll.schedule.executor import Execution, run
 from mpicoll.select import (
@@ -52,6 +57,7 @@ from mpicoll.select import (
     environment_overrides,
     environment_rules,
 )
+from mpicoll.watchdog import Watchdog
 from mpicoll.work import Work
 
 REPLAYS = 32  # blocking calls remembered per engine for replay
@@ -115,23 +121,29 @@ class Call(NamedTuple):
     # buffer, the front of an in-place reduce-scatter's)
     given: tuple | None = None  # (mpi4py method, args): the caller's own
     # call, made as it is when the call runs natively on host memory
+    inplace: bool = False  # MPI.IN_PLACE (where ``send is recv`` cannot
+    # tell: a block of recv, possibly empty)
 
 
 class Settings(NamedTuple):
     """What the environment says, read once per communicator:
     ``MPICOLL_<COLLECTIVE>_ALGORITHM`` overrides, the ``MPICOLL_RULES``
-    file (a bad one raises here), ``MPICOLL_EXPLAIN`` and the node map's
-    ``MPICOLL_RANKS_PER_NODE``."""
+    file (a bad one raises here), ``MPICOLL_EXPLAIN``, the node map's
+    ``MPICOLL_RANKS_PER_NODE`` and the guard (check mode and deadline,
+    :mod:`mpicoll.guard`; the face's keywords override the environment)."""
 
     overrides: dict
     rules: object
     explain: bool
     ranks_per_node: int | None  # MPICOLL_RANKS_PER_NODE (a bad one raises)
+    guard: Guard = Guard()
 
     @classmethod
-    def from_environment(cls, rank: int) -> Settings:
+    def from_environment(cls, rank: int,
+                         guard: Guard | None = None) -> Settings:
         return cls(environment_overrides(), environment_rules(),
-                   environment_explain(), ranks_per_node(rank))
+                   environment_explain(), ranks_per_node(rank),
+                   guard_settings() if guard is None else guard)
 
 
 class Engine:
@@ -142,9 +154,17 @@ class Engine:
         self.ctx = context_of(comm, settings.ranks_per_node)
         self.rank = self.ctx.rank
         self.size = self.ctx.size
-        self.overrides, self.rules, self.explain, _ = settings
+        self.overrides, self.rules, self.explain, _, guard = settings
         if self.explain:
             _log_to_stderr()
+        self.check = guard.check
+        self.watchdog = None if guard.timeout is None else Watchdog(
+            self.ctx.comm, self.rank, guard.timeout, guard.on_timeout,
+            self.ctx.monitor_tags)
+        self.active: check.Active | None = None  # the call being made
+        if guard.on:  # every call checked or bounded, none replayed
+            self.launch = self._guarded_launch
+            self.replayed = _never_replayed
         self._choices: dict[tuple, Choice] = {}
         # (collective, algorithm, bytes, dtype, op) -> Algorithm, for calls
         # whose op/type pair and choice were already checked.
@@ -221,7 +241,8 @@ class Engine:
     # --------------------------------------------------------------- run
 
     def launch(self, call: Call, async_op: bool):
-        """Run ``call``: None when blocking, a :class:`Work` otherwise."""
+        """Run ``call``: None when blocking, a :class:`Work` otherwise
+        (a guarded engine replaces it with :meth:`_guarded_launch`)."""
         alg = self._algorithm(call)
         recv = call.recv
         if type(recv) is not np.ndarray:
@@ -269,6 +290,62 @@ class Engine:
         if finish is not None:
             finish()
         return None
+
+    # ------------------------------------------------------------ guarded
+
+    def begin(self, collective: str) -> check.Active:
+        """A guarded face starts a collective call: its sequence number."""
+        self.ctx.calls += 1
+        self.active = check.Active(self.ctx.calls, collective)
+        return self.active
+
+    def failed(self, error: Exception) -> None:
+        """A guarded call raised ``error`` on this rank: in check mode, if
+        the peers may be waiting at a check exchange for this rank, meet
+        them there so that they raise too."""
+        active = self.active
+        if self.check and active.open:
+            check.verify(self.ctx.comm, active,
+                         {"stage": "arguments",
+                          "collective": active.collective}, error,
+                         self.complete, self.where(active.collective))
+
+    def complete(self, request) -> None:
+        """Wait for a request of the library's own, under the deadline."""
+        if self.watchdog is None:
+            request.Wait()
+        else:
+            seq, collective = (0, "exchange") if self.active is None else \
+                (self.active.seq, self.active.collective)
+            self.watchdog.complete(request, seq, collective,
+                                   self.where(collective))
+
+    def _guarded_launch(self, call: Call, async_op: bool):
+        """:meth:`launch` in check mode or under a deadline: agree on the
+        call's fingerprint, then run it as a nonblocking call that the
+        watchdog waits for (blocking) or that carries the deadline
+        (``Work.wait``). Nothing is remembered for replay."""
+        own = self.active is None  # not called through a guarded face
+        active = self.begin(call.collective) if own else self.active
+        try:
+            alg = self._algorithm(call)
+            if self.check:
+                check.verify(self.ctx.comm, active,
+                             check.fingerprint(call, alg.name), None,
+                             self.complete, self.where(call.collective))
+            active.open = False
+            call = call._replace(memo=None)
+            if self.watchdog is None:
+                return Engine.launch(self, call, async_op)
+            work = Engine.launch(self, call, True)
+            work.watch(self.watchdog, active.seq)
+            if async_op:
+                return work
+            work.wait()
+            return None
+        finally:
+            if own:
+                self.active = None
 
     def _where_alg(self, call: Call, alg) -> dict:
         return {**self.where(call.collective), "algorithm": alg.name}
@@ -386,7 +463,15 @@ class Engine:
         the same counts and reach the same verdict on them (a count error
         raised on one rank alone would leave the others waiting in the
         collective)."""
-        rows = self.ctx.comm.allgather((mine, theirs_from))
+        active = self.active
+        if self.check and active is not None:
+            check.verify(self.ctx.comm, active,
+                         {"stage": "counts", "collective": collective}, None,
+                         self.complete, self.where(collective))
+        rows = exchange.allgather(self.ctx.comm, (mine, theirs_from),
+                                  self.complete)
+        if active is not None:  # messages moved: a later error must meet
+            active.open = True  # the peers at the collective's exchange
         return [m for m, _ in rows], rows[root][1]
 
     def disagree(self, collective: str, bad) -> None:
@@ -395,6 +480,10 @@ class Engine:
             raise InvalidArgumentError(
                 "counts disagree between ranks: " + "; ".join(bad),
                 **self.where(collective))
+
+
+def _never_replayed(key, objects) -> bool:
+    return False
 
 
 def then(first, after):

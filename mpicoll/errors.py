@@ -20,10 +20,11 @@ collective; run under ``python -m mpi4py`` so the exception aborts the job).
     │   ├── InvalidArgumentOverflowError (also OverflowError)
     │   └── MPIArgumentError (also MPI.Exception): what MPI itself rejects
     │       └── RootError: MPI.ERR_ROOT
+    │   └── CollectiveCheckError: check mode found the ranks' calls differ
     ├── AlgorithmError (also ValueError)
     │   ├── UnknownAlgorithmError: no such name for the collective
     │   └── ConstraintError: the algorithm cannot run these arguments
-    └── CollectiveTimeoutError (also TimeoutError): ``wait(timeout=)`` ran out
+    └── CollectiveTimeoutError (also TimeoutError): a deadline ran out
 """
 
 from __future__ import annotations
@@ -75,12 +76,29 @@ class ConstraintError(AlgorithmError):
     """The algorithm's declared constraints rule out these arguments."""
 
 
-class CollectiveTimeoutError(MpicollError, TimeoutError):
-    """``wait(timeout=...)`` expired; ``pending`` lists the peers not heard
-    from (sends not yet matched or receives not yet arrived)."""
+class CollectiveCheckError(InvalidArgumentError):
+    """Check mode (:mod:`mpicoll.check`): the ranks' fingerprints of one
+    call differ, or another rank's local checks of it failed. Raised with
+    the same text on every rank; ``seq`` is the call's sequence number on
+    the communicator."""
 
-    def __init__(self, what: str, *, pending=(), **where) -> None:
+    def __init__(self, what: str, *, seq: int, **where) -> None:
+        self.seq = seq
+        super().__init__(what, **where)
+
+
+class CollectiveTimeoutError(MpicollError, TimeoutError):
+    """A deadline expired: ``wait(timeout=...)`` or the communicator's
+    (:mod:`mpicoll.watchdog`). ``pending`` lists the peers not heard from
+    (sends not yet matched or receives not yet arrived), ``missing`` the
+    ranks that had not arrived at the call, ``seq`` its sequence number
+    (None for an explicit ``wait(timeout=)``)."""
+
+    def __init__(self, what: str, *, pending=(), missing=(),
+                 seq: int | None = None, **where) -> None:
         self.pending = tuple(pending)
+        self.missing = tuple(missing)
+        self.seq = seq
         super().__init__(what, **where)
 
 

@@ -10,8 +10,8 @@ every rank instead of leaving the others blocked in MPI's ``Split``.
 
 :class:`Groups` is a mixin of :class:`mpicoll.Comm`; it expects
 ``self.rank``, ``self.size``, ``self.Split``, ``self._engine``,
-``self._subcomms``, ``self._where`` and ``self._comm_class`` (the class
-new communicators are made of).
+``self._subcomms``, ``self._where`` and ``self._derived(mpi)`` (a new
+communicator made of an mpi4py one).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
+from mpicoll import exchange
 from mpicoll.errors import InvalidArgumentError
 
 
@@ -45,7 +46,7 @@ class Groups:
         self._agreed("split", problem)
         mpi = self.Split(MPI.UNDEFINED if undefined else int(color),
                              int(key))
-        return None if mpi == MPI.COMM_NULL else self._comm_class(mpi)
+        return None if mpi == MPI.COMM_NULL else self._derived(mpi)
 
     def new_group(self, ranks) -> Groups | None:
         """A ``Comm`` of the listed ranks, its rank ``i`` being rank
@@ -82,13 +83,13 @@ class Groups:
         inside = self.rank in members
         mpi = self.Split(0 if inside else MPI.UNDEFINED,
                              members.index(self.rank) if inside else 0)
-        return None if mpi == MPI.COMM_NULL else self._comm_class(mpi)
+        return None if mpi == MPI.COMM_NULL else self._derived(mpi)
 
     def _agreed(self, call: str, problem: str | None, item=None) -> list:
         """Every rank's ``item``, once no rank has a ``problem``: one small
         allgather, after which the lowest rank's problem, if any, is raised
         on every rank (so none is left waiting in the next collective)."""
-        rows = self._engine.ctx.comm.allgather((problem, item))
+        rows = exchange.allgather(self._engine.ctx.comm, (problem, item))
         for q, (bad, _) in enumerate(rows):
             if bad is not None:
                 raise InvalidArgumentError(f"rank {q} {bad}",
@@ -140,7 +141,7 @@ class Groups:
         if name not in self._subcomms:
             mpi = make()
             self._subcomms[name] = None if mpi == MPI.COMM_NULL else \
-                self._comm_class(mpi)
+                self._derived(mpi)
         return self._subcomms[name]
 
 

@@ -28,6 +28,7 @@ import sys
 from collections import Counter
 from collections.abc import Mapping
 
+from mpicoll import exchange
 from mpicoll.errors import MpicollError
 
 #: Variables naming how many processes the launcher started, most direct first.
@@ -83,7 +84,7 @@ def node_name() -> str:
 
 def placement(comm) -> Counter:
     """Ranks per node of ``comm`` (collective: every rank must call it)."""
-    return Counter(comm.allgather(node_name()))
+    return Counter(exchange.allgather(comm, node_name()))
 
 
 def main(argv=None) -> int:

@@ -191,7 +191,10 @@ class Mesh:
                                              periods), None
         except ValueError as exc:
             layout, problem = None, f"asked for a bad mesh: {exc}"
-        layouts = base._agreed("Mesh", problem, layout)
+        described = None if layout is None else \
+            (layout.shape, layout.names, layout.periods)
+        layouts = [got if got is None else Layout(*got)
+                   for got in base._agreed("Mesh", problem, described)]
         if any(got != layout for got in layouts):
             asked: dict[Layout, list[int]] = {}
             for q, got in enumerate(layouts):
@@ -206,7 +209,7 @@ class Mesh:
         cart = base.Create_cart(layout.shape, layout.periods,
                                     reorder=False)
         self._cart = cart
-        self.comm = Comm(cart)
+        self.comm = base._derived(cart)
         self.coords = namedtuple("Coords", layout.names)(
             *cart.Get_coords(self.comm.rank))
         self._subs: dict[tuple[str, ...], Comm] = {layout.names: self.comm}
@@ -249,7 +252,7 @@ class Mesh:
                     f"dimensions {names} must be distinct and in the mesh's "
                     f"order {self.names}", rank=self.comm.rank,
                     collective="Mesh.sub")
-            comm = self._subs[names] = Comm(self._cart.Sub(
+            comm = self._subs[names] = self.comm._derived(self._cart.Sub(
                 [d in dims for d in range(len(self.shape))]))
         return comm
 

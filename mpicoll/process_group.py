@@ -32,6 +32,7 @@ from mpicoll.collectives import COLLECTIVES
 from mpicoll.comm import Comm
 from mpicoll.cuda import copyto, empty_like
 from mpicoll.engine import Call
+from mpicoll.guard import guard_settings, guarded_class
 from mpicoll.message import message
 from mpicoll.mpi_ops import as_op
 from mpicoll.ops import Op
@@ -75,8 +76,28 @@ class ProcessGroup(CallBuilder):
     or :class:`mpicoll.Comm`; default ``MPI.COMM_WORLD``). Not collective
     to create."""
 
-    def __init__(self, comm: MPI.Comm | None = None) -> None:
-        self.comm = comm if isinstance(comm, Comm) else Comm(comm)
+    guarded = False  # a guarded subclass (mpicoll.guard) says True
+
+    def __new__(cls, comm: MPI.Comm | None = None, **guard):
+        guard = {k: v for k, v in guard.items() if v is not None}
+        if cls is ProcessGroup and (
+                comm.guarded if isinstance(comm, Comm) and not guard
+                else guard_settings(**guard).on):
+            cls = guarded_class(cls, METHODS)
+        return super().__new__(cls)
+
+    def __init__(self, comm: MPI.Comm | None = None, *, check=None,
+                 timeout=None, on_timeout=None) -> None:
+        """``check``, ``timeout``, ``on_timeout``: as for
+        :class:`mpicoll.Comm`; given, they make a new ``Comm`` of
+        ``comm`` with them."""
+        guard = {k: v for k, v in (("check", check), ("timeout", timeout),
+                                   ("on_timeout", on_timeout))
+                 if v is not None}
+        if isinstance(comm, Comm) and not guard:
+            self.comm = comm
+        else:
+            self.comm = Comm(comm, **guard)
 
     @property
     def _engine(self):
@@ -546,3 +567,14 @@ def _unstage(flats, staging, counts):
 
 def _is_int(x) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+# The collective methods a guarded ProcessGroup wraps (mpicoll.guard).
+METHODS = {
+    "all_reduce": "allreduce", "reduce": "reduce", "broadcast": "bcast",
+    "all_gather_into_tensor": "allgather", "all_gather": "allgatherv",
+    "reduce_scatter_tensor": "reduce_scatter_block",
+    "reduce_scatter": "reduce_scatter", "gather": "gather",
+    "scatter": "scatter", "all_to_all_single": "alltoall",
+    "all_to_all": "alltoallv", "scan": "scan", "exscan": "exscan",
+    "barrier": "barrier"}

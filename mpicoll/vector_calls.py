@@ -257,7 +257,7 @@ class VectorCalls:
         r = message(recvbuf, readonly=False, where=where)
         s = None if inplace else message(sendbuf, readonly=True, where=where)
         if recvcounts is None and not inplace:
-            counts = tuple(engine.ctx.comm.allgather(r.count))
+            counts = tuple(engine.agree(c, r.count)[0])
         else:
             counts = _counts(recvcounts, engine.size, where)
         check_reduce_scatter(s, r, counts, engine.rank, where=where)

@@ -42,6 +42,7 @@ class Work:
         self._finish = finish
         self._keep = keep  # buffers kept alive while in flight
         self._device = device  # (DeviceTarget, end event) for device arrays
+        self._watch = None  # (Watchdog, seq): the communicator's deadline
         self._completed = False
         if execution is not None and execution.done:
             self._complete()
@@ -56,6 +57,12 @@ class Work:
             if self._finish is not None:
                 self._finish()
             self._keep = ()
+
+    def watch(self, watchdog, seq: int) -> None:
+        """Bound :meth:`wait` without a timeout of its own by
+        ``watchdog``'s deadline (:mod:`mpicoll.watchdog`); ``seq`` is the
+        call's sequence number."""
+        self._watch = (watchdog, seq)
 
     def synchronize(self, timeout: float | None = None) -> None:
         """:meth:`wait`, then block the host until the result is in place:
@@ -92,8 +99,15 @@ class Work:
         """Block until complete. With ``timeout`` seconds, raise
         :class:`~mpicoll.errors.CollectiveTimeoutError` naming the peers
         still pending instead of blocking forever; the operation stays in
-        flight and may be waited on again."""
+        flight and may be waited on again. Without one, the
+        communicator's deadline applies if it has one (its watchdog asks
+        the peers where they are, then aborts or raises)."""
         if self._completed:
+            return
+        if timeout is None and self._watch is not None:
+            watchdog, seq = self._watch
+            watchdog.wait(self.test, seq, self._where["collective"],
+                          self._where, self._pending)
             return
         if timeout is None:
             if self._execution is not None:
@@ -103,15 +117,16 @@ class Work:
             self._complete()
             return
         if not poll(self.test, timeout):
-            if self._execution is not None:
-                pending = self._execution.pending()
-                detail = "still pending: " + ", ".join(pending)
-            else:
-                pending = ()
-                detail = "the MPI library's request is still pending"
+            pending = self._pending()
             raise CollectiveTimeoutError(
-                f"not complete after {timeout:g} s; {detail}",
-                pending=pending, **self._where)
+                f"not complete after {timeout:g} s; still pending: "
+                f"{', '.join(pending)}", pending=pending, **self._where)
+
+    def _pending(self) -> list[str]:
+        """What this rank still waits for, in words."""
+        if self._execution is not None:
+            return self._execution.pending()
+        return ["the MPI library's request"]
 
 
 def waitall(works, timeout: float | None = None) -> None:

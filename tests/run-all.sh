@@ -23,6 +23,9 @@ echo "== tier 1: schedules simulated in one process (both cores)"
 # runs ~9x faster (../shared/MACHINE-FACTS.md). MPIEXEC_TIMEOUT ends a hung
 # run; pytest-timeout (thread method) names the test that hung.
 export MPIR_CVAR_ENABLE_HEAVY_YIELD=1 MPIEXEC_TIMEOUT=600
+# Check mode (mpicoll.check): every collective of every tier-2 test is first
+# agreed by all ranks, so a mismatch fails loudly instead of passing by luck.
+export MPICOLL_CHECK=1
 basetemp=$(mktemp -d)
 for n in ${MPICOLL_TEST_RANKS:-1 2 3 4 5 8}; do
     echo "== tier 2: mpiexec -n $n"

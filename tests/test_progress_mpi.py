@@ -149,6 +149,9 @@ def test_many_in_flight_waited_in_a_different_order_on_each_rank(comm,
 def test_timeout_names_the_pending_peers(comm, thread_on):
     """Rank 0 starts a ring allreduce the others join late: its timed wait
     raises naming the peers still pending; after they join it completes."""
+    if comm._settings.guard.check:
+        pytest.skip("check mode: a nonblocking call agrees with its peers "
+                    "when it is made, so rank 0 cannot start alone")
     _several_rounds(comm)
     x = np.ones(16 * comm.size)
     if comm.rank == 0:

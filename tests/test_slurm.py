@@ -252,6 +252,22 @@ def test_one_failing_rank_ends_the_job(cluster, tmp_path):
 
 
 @pytest.mark.slurm
+@pytest.mark.parametrize("launcher", ["srun", "mpiexec"])
+def test_a_rank_killed_mid_allreduce_fails_the_job(cluster, tmp_path,
+                                                     launcher):
+    """tests/faults.py's ``kill``: rank 1 SIGKILLs itself during large ring
+    allreduces under a 2 s deadline; srun --kill-on-bad-exit (or mpiexec)
+    ends the other ranks, and the job is FAILED in seconds."""
+    _, fields, text = run_job(
+        cluster, tmp_path, "run.sbatch",
+        str(Path(__file__).parent / "faults.py"), "kill", "2", "raise",
+        MPICOLL_LAUNCHER=launcher)
+    assert fields["JobState"] == "FAILED", text
+    assert "rank 1 pid" in text and "done" not in text
+    assert fields["seconds"] < 60
+
+
+@pytest.mark.slurm
 def test_srun_without_pmi_fails_the_launch_check(cluster, tmp_path):
     _, fields, text = run_job(
         cluster, tmp_path, "run.sbatch", HELLO,

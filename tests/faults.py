@@ -1,0 +1,90 @@
+"""Fault scenarios for tests/test_faults.py, one per run:
+
+    mpiexec -n 3 python [-m mpi4py] tests/faults.py SCENARIO TIMEOUT ACTION
+
+Rank 1 misbehaves; every rank prints ``rank R pid P`` first, then one line
+per outcome: ``rank R raised NAME after S s: TEXT`` or ``rank R done``.
+A rank that raised exits with status 3. Scenarios:
+
+- ``skip``: rank 1 skips one allreduce (and sleeps past the deadline);
+- ``kill``: rank 1 SIGKILLs itself during large hand-built allreduces;
+- ``stop``: rank 1 SIGSTOPs itself before an allreduce;
+- ``op``: a user op raises on rank 1 inside a hand-built allreduce;
+- ``split``: the world split by ``rank % 2``; rank 1 skips a collective
+  of its half (ranks 1, 3, ...), whose other ranks time out, while the
+  even half makes 50 allreduces undisturbed (run it on 4 ranks).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import mpicoll
+
+
+def main(scenario: str, timeout: float, action: str) -> int:
+    world = MPI.COMM_WORLD
+    rank = world.Get_rank()
+    print(f"rank {rank} pid {os.getpid()}", flush=True)
+    comm = mpicoll.Comm(world, timeout=timeout, on_timeout=action)
+    x, y = np.ones(8), np.empty(8)
+    comm.Allreduce(x, y, MPI.SUM)  # everyone up and connected
+    start = time.monotonic()
+    try:
+        if scenario == "skip":
+            if rank == 1:
+                time.sleep(2 * timeout + 3)
+            else:
+                comm.Allreduce(x, y, MPI.SUM)
+        elif scenario == "kill":
+            big = np.ones(1 << 21, np.float32)
+            out = np.empty_like(big)
+            if rank == 1:
+                threading.Timer(0.3, os.kill,
+                                (os.getpid(), signal.SIGKILL)).start()
+            for _ in range(10_000):
+                comm.Allreduce(big, out, MPI.SUM, algorithm="ring")
+        elif scenario == "stop":
+            if rank == 1:
+                os.kill(os.getpid(), signal.SIGSTOP)
+            comm.Allreduce(x, y, MPI.SUM, algorithm="recursive_doubling")
+        elif scenario == "op":
+            def add(inbuf, inoutbuf, datatype):
+                if rank == 1:
+                    raise RuntimeError("the user op failed on rank 1")
+                a = np.frombuffer(inbuf, np.float64)
+                b = np.frombuffer(inoutbuf, np.float64)
+                b += a
+
+            op = MPI.Op.Create(add, commute=True)
+            comm.Allreduce(x, y, op, algorithm="ring")
+        elif scenario == "split":
+            half = comm.split(rank % 2, rank)
+            if rank % 2 == 1:
+                if rank != 1:
+                    half.Allreduce(x, y, MPI.SUM)  # rank 1 skips it
+                else:
+                    time.sleep(2 * timeout + 3)
+            else:
+                for _ in range(50):
+                    half.Allreduce(x, y, MPI.SUM, algorithm="ring")
+                assert np.all(y == half.Get_size())
+        else:
+            raise SystemExit(f"unknown scenario {scenario!r}")
+    except Exception as exc:
+        print(f"rank {rank} raised {type(exc).__name__} after "
+              f"{time.monotonic() - start:.2f} s: {exc}", flush=True)
+        return 3
+    print(f"rank {rank} done", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], float(sys.argv[2]), sys.argv[3]))
