@@ -19,6 +19,7 @@ from mpicoll.engine import set_explain
 from mpicoll.errors import (
     AlgorithmError,
     BufferSpecError,
+    CollectiveCheckError,
     CollectiveTimeoutError,
     ConstraintError,
     InvalidArgumentError,
@@ -27,6 +28,7 @@ from mpicoll.errors import (
     UnknownAlgorithmError,
 )
 from mpicoll.ops import Op
+from mpicoll.persistent import Persistent, startall
 from mpicoll.process_group import P2POp, ProcessGroup, ReduceOp
 from mpicoll.work import Work, testall, waitall
 
@@ -35,6 +37,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AlgorithmError",
     "BufferSpecError",
+    "CollectiveCheckError",
     "CollectiveTimeoutError",
     "Comm",
     "ConstraintError",
@@ -45,6 +48,7 @@ __all__ = [
     "Op",
     "OpTypeError",
     "P2POp",
+    "Persistent",
     "ProcessGroup",
     "ReduceOp",
     "UnknownAlgorithmError",
@@ -52,6 +56,7 @@ __all__ = [
     "algorithms",
     "cuda_aware",
     "set_explain",
+    "startall",
     "testall",
     "waitall",
 ]

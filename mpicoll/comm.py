@@ -31,6 +31,7 @@ from mpi4py import MPI
 
 from mpicoll.calls import CallBuilder, owners_of
 from mpicoll.context import forget
+from mpicoll.cuda import copyto
 from mpicoll.collectives import COLLECTIVES
 from mpicoll.engine import Call, Engine, Settings
 from mpicoll.errors import BufferSpecError, BufferSpecMPIError
@@ -45,6 +46,7 @@ from mpicoll.message import (
 from mpicoll.groups import Groups
 from mpicoll.guard import guard_settings, guarded_class
 from mpicoll.p2p import PointToPoint
+from mpicoll.persistent_calls import PersistentCalls
 from mpicoll.schedule.layout import inplace_recv, inplace_send
 from mpicoll.schedule.plan import overlap
 from mpicoll.select import Choice
@@ -54,7 +56,8 @@ from mpicoll.work import Work
 IN_PLACE = MPI.IN_PLACE
 
 
-class Comm(VectorCalls, CallBuilder, PointToPoint, Groups, MPI.Intracomm):
+class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
+           MPI.Intracomm):
     """``comm`` (default ``MPI.COMM_WORLD``) with mpicoll's collectives.
 
     Not collective to create, as ``MPI.Intracomm(comm)`` is not; the
@@ -427,8 +430,10 @@ class Comm(VectorCalls, CallBuilder, PointToPoint, Groups, MPI.Intracomm):
         check_alias(s, r, where=where)
         send, recv, unstage, why = self._staged(where, s, r, reducing=False,
                                                 read_recv=s is None)
-        if s is None:
+        stage = None
+        if s is None:  # the input, copied again before every run
             send = recv.copy()
+            stage = partial(copyto, send, recv)
         elif send.nbytes != recv.nbytes:
             # MPICH reports an alltoall's truncated block in its status
             why = self._mismatch(algorithm, send.nbytes, recv.nbytes, where,
@@ -442,7 +447,7 @@ class Comm(VectorCalls, CallBuilder, PointToPoint, Groups, MPI.Intracomm):
             c, algorithm, send, recv, count, None, 0, native,
             (*owners_of(sendbuf, recvbuf), send), None, _memo(memo, s, r),
             why_native=why, unstage=unstage,
-            given=("Alltoall", (sendbuf, recvbuf))), async_op)
+            given=("Alltoall", (sendbuf, recvbuf)), stage=stage), async_op)
 
     def Scan(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto"):
         memo = (("Scan", algorithm, id(sendbuf), id(recvbuf), id(op)),
@@ -525,7 +530,8 @@ class Comm(VectorCalls, CallBuilder, PointToPoint, Groups, MPI.Intracomm):
 
 # The collective methods a guarded Comm wraps (mpicoll.guard).
 METHODS = {name: row.name for row in COLLECTIVES.values()
-           for name in (row.method, row.nonblocking_method)}
+           for name in (row.method, row.nonblocking_method,
+                        row.method + "_init")}
 
 
 def _topology_class(mpi4py_class):

@@ -13,7 +13,10 @@ dtype, op), then runs it:
   duplicate) or as a hand-built schedule (compiled once per buffers and
   cached by :class:`~mpicoll.context.Context`);
 - blocking, nonblocking (a :class:`~mpicoll.work.Work`; hand-built
-  schedules advance on the progress thread) or replayed: a blocking host
+  schedules advance on the progress thread), persistent (``async_op`` is
+  :data:`~mpicoll.persistent.PERSISTENT`: prepared once, a
+  :class:`~mpicoll.persistent.Persistent` started many times) or
+  replayed: a blocking host
   call remembered under its ``memo`` key runs again with no parsing and no
   choice, for a dict lookup and a dtype check per array (:meth:`replayed`);
 - guarded (:mod:`mpicoll.guard`): in check mode each call's fingerprint is
@@ -57,6 +60,7 @@ from mpicoll.select import (
     environment_overrides,
     environment_rules,
 )
+from mpicoll.persistent import PERSISTENT, Persistent
 from mpicoll.watchdog import Watchdog
 from mpicoll.work import Work
 
@@ -123,6 +127,9 @@ class Call(NamedTuple):
     # call, made as it is when the call runs natively on host memory
     inplace: bool = False  # MPI.IN_PLACE (where ``send is recv`` cannot
     # tell: a block of recv, possibly empty)
+    stage: Callable | None = None  # before every run of a hand-built
+    # schedule (replays and persistent starts too): refresh ``send`` from
+    # the caller's buffer (in-place alltoall's input copy)
 
 
 class Settings(NamedTuple):
@@ -241,8 +248,11 @@ class Engine:
     # --------------------------------------------------------------- run
 
     def launch(self, call: Call, async_op: bool):
-        """Run ``call``: None when blocking, a :class:`Work` otherwise
-        (a guarded engine replaces it with :meth:`_guarded_launch`)."""
+        """Run ``call``: None when blocking, a :class:`Work` otherwise, a
+        :class:`Persistent` for ``PERSISTENT`` (a guarded engine replaces
+        it with :meth:`_guarded_launch`)."""
+        if async_op is PERSISTENT:
+            return self.persist(call)
         alg = self._algorithm(call)
         recv = call.recv
         if type(recv) is not np.ndarray:
@@ -270,6 +280,8 @@ class Engine:
             plan = self.ctx.plan(alg, call.count, call.root, call.op, send,
                                  recv, call.owners)
             tag = self.ctx.next_tag()
+            if call.stage is not None:
+                call.stage()
             if async_op:
                 plan.busy = True
 
@@ -285,8 +297,10 @@ class Engine:
                 return work
             run(plan.steps, self.ctx.comm, tag)
             if call.memo is not None:
-                self._remember(call.memo, partial(self._run_steps, plan.steps),
-                               finish)
+                runner = partial(self._run_steps, plan.steps)
+                if call.stage is not None:
+                    runner = then(call.stage, runner)
+                self._remember(call.memo, runner, finish)
         if finish is not None:
             finish()
         return None
@@ -335,6 +349,9 @@ class Engine:
                              self.complete, self.where(call.collective))
             active.open = False
             call = call._replace(memo=None)
+            if async_op is PERSISTENT:
+                return self.persist(call, self.watchdog and (
+                    self.watchdog, active.seq))
             if self.watchdog is None:
                 return Engine.launch(self, call, async_op)
             work = Engine.launch(self, call, True)
@@ -346,6 +363,64 @@ class Engine:
         finally:
             if own:
                 self.active = None
+
+    def persist(self, call: Call, watch=None) -> Persistent:
+        """``call`` prepared once (:mod:`mpicoll.persistent`): the MPI
+        library's persistent request, or the schedule compiled on the
+        caller's buffers; device arrays launch anew on each start.
+        ``watch``: the ``(Watchdog, seq)`` every run's wait is bounded by."""
+        alg = self._algorithm(call)
+        where = self._where_alg(call, alg)
+        recv, finish, owners = call.recv, call.finish, call.owners
+        on_device = None if type(recv) is np.ndarray else placement(recv)
+        free = None
+        if on_device is not None:
+            again = call._replace(memo=None)
+
+            def start():
+                if again.stage is not None:
+                    again.stage()
+                return self._launch_device(again, alg, on_device, True)
+        elif alg.native:
+            if call.given is None:
+                request = call.native(PERSISTENT, call.send, recv)()
+                if call.unstage is not None:
+                    finish = then(call.unstage, finish)
+            else:
+                request = self.prepared(call.given[0], PERSISTENT,
+                                        *call.given[1])()
+            free = request.Free
+
+            def start():
+                request.Start()
+                return Work(where=where, request=request, finish=finish,
+                            keep=owners)
+        else:
+            if call.unstage is not None:
+                finish = then(call.unstage, finish)
+            plan = self.ctx.plan(alg, call.count, call.root, call.op,
+                                 call.send, recv, owners)
+            plan.busy = True  # this request's own, until freed
+            steps, ctx = plan.steps, self.ctx
+
+            def start():
+                if call.stage is not None:
+                    call.stage()
+                execution = Execution(steps, ctx.comm, ctx.next_tag())
+                work = Work(where=where, execution=execution, finish=finish,
+                            keep=owners)
+                progress.submit(execution)
+                return work
+
+            def free():
+                plan.busy = False
+        if _explain_all or (_explain_all is None and self.explain):
+            log.info("[rank %d] %s: prepared %s (%s)", self.rank,
+                     call.collective, alg.name,
+                     "device: launched on each start" if on_device else
+                     "the MPI library's persistent request" if alg.native
+                     else f"schedule of {len(steps)} steps, compiled once")
+        return Persistent(where, start, free, watch)
 
     def _where_alg(self, call: Call, alg) -> dict:
         return {**self.where(call.collective), "algorithm": alg.name}
@@ -409,7 +484,9 @@ class Engine:
         """The private communicator's call ``name`` (mpi4py's name, or its
         ``I`` twin when nonblocking) with ``args`` bound, not yet made: a
         replayed call makes it directly."""
-        if nonblocking:
+        if nonblocking is PERSISTENT:
+            name += "_init"
+        elif nonblocking:
             name = "I" + name[0].lower() + name[1:]
         return partial(getattr(self.ctx.comm, name), *args)
 

@@ -33,6 +33,7 @@ from mpicoll.comm import Comm
 from mpicoll.cuda import copyto, empty_like
 from mpicoll.engine import Call
 from mpicoll.guard import guard_settings, guarded_class
+from mpicoll.persistent import PERSISTENT, Persistent
 from mpicoll.message import message
 from mpicoll.mpi_ops import as_op
 from mpicoll.ops import Op
@@ -429,6 +430,25 @@ class ProcessGroup(CallBuilder):
         op = self._op_of(op, c)
         flat = self._tensor(tensor, c, "tensor")
         return self._scan(c, flat, flat, op, algorithm, (tensor,), async_op)
+
+    def prepare(self, collective: str, *args, **kwargs) -> Persistent:
+        """A prepared collective (MPI-4 persistent, :mod:`mpicoll.persistent`):
+        ``collective`` names a method of this class (``"all_reduce"``,
+        ``"all_gather_into_tensor"``, ...) called with ``args`` and
+        ``kwargs`` as usual, but instead of running it returns a
+        :class:`~mpicoll.persistent.Persistent` that runs it on each
+        ``start()``, completed by ``wait()``; the tensors are read at
+        ``start()`` and written by completion, every time."""
+        if collective not in METHODS:
+            raise InvalidArgumentError(
+                f"{collective!r} is not a collective of ProcessGroup "
+                f"(one of {', '.join(METHODS)})", **self._where("prepare"))
+        if "async_op" in kwargs:
+            raise InvalidArgumentTypeError(
+                "prepare() takes no async_op: a prepared collective is "
+                "started and waited on", **self._where(METHODS[collective]))
+        return getattr(self, collective)(*args, async_op=PERSISTENT,
+                                         **kwargs)
 
     def barrier(self, async_op=False, *, algorithm="auto"):
         """Block until every rank has entered the barrier."""

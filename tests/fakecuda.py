@@ -67,6 +67,11 @@ class FakeEvent:
     def synchronize(self) -> None:
         with self._changed:
             target = self._recorded
+        self.reached(target)
+
+    def reached(self, target: int) -> None:
+        """Block until record number ``target`` has been reached."""
+        with self._changed:
             self._changed.wait_for(lambda: self._reached >= target)
 
 
@@ -96,7 +101,11 @@ class FakeStream:
             fn()
 
     def wait_event(self, event: FakeEvent) -> None:
-        self.enqueue(event.synchronize, delay=False)
+        # As cudaStreamWaitEvent: the wait is for the event's most recent
+        # record *now*, not for a record made after this call.
+        with event._changed:
+            target = event._recorded
+        self.enqueue(lambda: event.reached(target), delay=False)
 
     def synchronize(self) -> None:
         event = FakeEvent()

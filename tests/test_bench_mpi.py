@@ -50,6 +50,16 @@ def test_every_collective_in_place(world):
     assert all(r["wrong"] == 0 for r in records)
 
 
+@pytest.mark.parametrize("inplace", [[], ["--inplace"]])
+def test_every_collective_persistent(world, inplace):
+    """--persistent: X_init once, Start + Wait per call; results checked."""
+    args = parse_args(["-c", "all", "-a", "all", "--persistent", *inplace,
+                       *TINY, "-e", "16"], world.rank, world.size)
+    records = run(args, world)
+    assert {r["collective"] for r in records} == set(SPECS)
+    assert all(r["persistent"] and r["wrong"] == 0 for r in records)
+
+
 def test_main_writes_json_and_csv(world, tmp_path):
     base = MPI.Intracomm(world).bcast(str(tmp_path))
     out_json, out_csv = f"{base}/b.json", f"{base}/b.csv"

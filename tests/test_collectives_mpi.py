@@ -301,3 +301,18 @@ def test_repeated_calls_on_the_same_buffers(comm, algorithm):
     z[:] = np.where(np.arange(8) % 2 == 0, r, p - 1 - r)
     PG(comm).all_reduce(z, op="max", algorithm=algorithm)
     assert z.size == 8 and np.all(z == p - 1)
+
+
+@pytest.mark.parametrize("algorithm", ["native", *mpicoll.algorithms(
+    "alltoall")])
+def test_repeated_in_place_alltoall_reads_the_new_input(comm, algorithm):
+    """A repeated in-place Alltoall copies its input again on every call
+    (the replayed call once ran on the first call's copy)."""
+    p, r = comm.size, comm.rank
+    buf = np.empty(2 * p)
+    for k in range(3):
+        buf[...] = np.arange(2 * p) + 100 * r + 1000 * k
+        comm.Alltoall(MPI.IN_PLACE, buf, algorithm=algorithm)
+        want = [2 * r + i + 100 * q + 1000 * k for q in range(p)
+                for i in range(2)]
+        assert np.array_equal(buf, want), (k, buf)

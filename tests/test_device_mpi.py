@@ -48,7 +48,18 @@ def mode(request, monkeypatch):
 
 def invoke(comm, name, nonblocking, *args, **kwargs):
     """``comm.name(*args)`` (``comm`` a ProcessGroup for the lowercase,
-    torch-style names), or its nonblocking form waited on."""
+    torch-style names), its nonblocking form waited on, or (``nonblocking
+    == "persistent"``) its persistent form started once (restarts:
+    test_persistent_restarts_on_device_arrays)."""
+    if nonblocking == "persistent":
+        if name[0].isupper():
+            request = getattr(comm, name + "_init")(*args, **kwargs)
+        else:
+            request = comm.prepare(name, *args, **kwargs)
+        request.Start()
+        request.Wait()
+        request.Free()
+        return None
     if not nonblocking:
         return getattr(comm, name)(*args, **kwargs)
     if name[0].isupper():
@@ -269,8 +280,8 @@ def _on_host(results):
     return [np.array(x.view(np.ndarray)) for x in results]
 
 
-@pytest.mark.parametrize("nonblocking", [False, True],
-                         ids=["blocking", "nonblocking"])
+@pytest.mark.parametrize("nonblocking", [False, True, "persistent"],
+                         ids=["blocking", "nonblocking", "persistent"])
 @pytest.mark.parametrize(("name", "algorithm"), list(_runs()))
 def test_device_arrays_give_the_host_results(runtime, comm, mode, name,
                                              algorithm, nonblocking):
@@ -283,6 +294,28 @@ def test_device_arrays_give_the_host_results(runtime, comm, mode, name,
                        nonblocking))
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("algorithm", ["native",
+                                       *mpicoll.algorithms("allreduce")])
+def test_persistent_restarts_on_device_arrays(runtime, comm, mode, algorithm):
+    """A prepared device allreduce started again and again reads the new
+    input every time (device work and events anew on each start)."""
+    x = fakecuda.device_array(np.zeros(N))
+    y = fakecuda.device_array(np.zeros(N))
+    try:
+        request = comm.Allreduce_init(x, y, MPI.SUM, algorithm=algorithm)
+    except mpicoll.ConstraintError as exc:
+        pytest.skip(str(exc))
+    for k in range(3):
+        fakecuda.NULL_STREAM.synchronize()
+        x.view(np.ndarray)[...] = values(comm.rank, N, "float64") + k
+        request.Start()
+        request.Wait()
+        (got,) = _on_host([y])
+        want = sum(values(q, N, "float64") + k for q in range(comm.size))
+        np.testing.assert_array_equal(got, want)
+    request.Free()
 
 
 @pytest.mark.parametrize("algorithm", ["ring", "recursive_doubling",

@@ -9,7 +9,9 @@ Every rank parses the same arguments before any communication, so a bad
 argument exits with code 2 on every rank (usage printed by rank 0 only;
 under ``python -m mpi4py`` that non-zero exit shows as an ``MPI_Abort(2)``
 line, still with code 2).
-Exit code 1 when any row has wrong results, else 0. ``--timeout`` times the
+Exit code 1 when any row has wrong results, else 0. ``--persistent`` times
+persistent calls (``X_init`` once per algorithm and size, then ``Start`` and
+``Wait`` per call). ``--timeout`` times the
 nonblocking form (``I*``) waited on with ``wait(timeout=)``; a call that
 times out raises ``CollectiveTimeoutError`` on the rank that waited (run
 under ``python -m mpi4py`` so that aborts the job instead of hanging).
@@ -29,6 +31,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
+from mpicoll import exchange
 from mpicoll.bench import plot as plotting
 from mpicoll.bench.device import DEVICES, unavailable
 from mpicoll.bench.harness import Case, measure
@@ -101,6 +104,8 @@ def _parser(rank: int) -> _Parser:
     a("--emit-rules", metavar="FILE",
       help="write the fastest right algorithm per size range as a rules "
            "file for MPICOLL_RULES")
+    a("--persistent", action="store_true",
+      help="time persistent calls (X_init once, then Start and Wait)")
     a("--timeout", type=float, metavar="SECONDS",
       help="per call: time the nonblocking form with wait(timeout=)")
     a("--progress", action="store_true",
@@ -215,7 +220,8 @@ def run(args, comm) -> list[dict]:
         rows = measure(comm, case, args.algorithms[case.spec.name],
                        iters=args.iters, warmup=args.warmup,
                        budget=budget.next(i),
-                       check=args.check, timeout=args.timeout)
+                       check=args.check, timeout=args.timeout,
+                       persistent=args.persistent)
         records += rows
         if comm.rank == 0:
             _show_rows(args, rows)
@@ -247,7 +253,8 @@ def _fastest(rows: list[dict]) -> dict | None:
 def _open_table(comm, args, case: Case) -> None:
     if comm.rank == 0 and not args.quiet:
         print(f"\n# {case.spec.name}, {comm.size} ranks, "
-              f"{'in place' if case.inplace else 'out of place'};"
+              f"{'in place' if case.inplace else 'out of place'}"
+              f"{', persistent (Start + Wait)' if args.persistent else ''};"
               f" time per call across ranks, GB/s; * = fastest", flush=True)
         print(COLUMNS, flush=True)
 
@@ -331,7 +338,8 @@ def header(comm, argv) -> dict:
     """Where and how the run was made (collective: gathers host names)."""
     import mpi4py
 
-    hosts = comm.allgather(MPI.Get_processor_name())
+    hosts = list(exchange.allgather(MPI.Intracomm(comm),
+                                    MPI.Get_processor_name()))
     levels = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
               MPI.THREAD_SERIALIZED: "serialized",
               MPI.THREAD_MULTIPLE: "multiple"}

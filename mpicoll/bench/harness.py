@@ -86,15 +86,28 @@ def _in_place(row, send, recv, rank, size, c: Case) -> Buffers:
     return Buffers(MPI.IN_PLACE, recv, recv)
 
 
-def caller(comm, case: Case, bufs: Buffers, algorithm: str, timeout=None):
+def caller(comm, case: Case, bufs: Buffers, algorithm: str, timeout=None,
+           persistent: bool = False):
     """A no-argument function making one call (and, on a GPU, waiting for
     it); with ``timeout``, the nonblocking form waited on with that
-    timeout."""
+    timeout; ``persistent``: the call prepared once (``X_init``), each
+    call a ``Start`` and a ``Wait``, and ``call.free()`` frees it."""
     row = case.spec.row
-    fn = getattr(comm, row.method if timeout is None else
-                 row.nonblocking_method)
     args = arguments(case, bufs)
     sync = synchronizer(case.device)
+    if persistent:
+        request = getattr(comm, row.method + "_init")(*args,
+                                                      algorithm=algorithm)
+
+        def call():
+            request.Start()
+            request.wait(timeout)
+            sync()
+
+        call.free = request.Free
+        return call
+    fn = getattr(comm, row.method if timeout is None else
+                 row.nonblocking_method)
 
     if timeout is None:
         def call():
@@ -139,9 +152,10 @@ def warm_up(world, calls: dict, warmup: int) -> float:
     """Run each call ``warmup`` times (at least once); seconds for one call
     of each, added up (the slowest rank's): what one iteration of every
     algorithm costs."""
-    total = sum(float(time_batch(world, call, max(1, warmup)).mean())
-                for call in calls.values())
-    return world.allreduce(total, op=MPI.MAX)
+    total = np.array([sum(float(time_batch(world, call, max(1, warmup))
+                                .mean()) for call in calls.values())])
+    world.Allreduce(MPI.IN_PLACE, total, MPI.MAX)
+    return float(total[0])
 
 
 def timed_rounds(world, calls: dict, iters: int,
@@ -160,7 +174,8 @@ def timed_rounds(world, calls: dict, iters: int,
 def summarize(world, times: np.ndarray) -> dict[str, float]:
     """The five statistics of this rank's per-call ``times`` (seconds) and
     everyone else's, in µs, the same on every rank (module docstring)."""
-    means = np.array(world.allgather(float(times.mean())))
+    means = np.empty(world.Get_size())
+    world.Allgather(np.array([times.mean()], float), means)
     pooled = np.empty(times.size * world.Get_size())
     world.Allgather(np.ascontiguousarray(times, dtype=float), pooled)
     p50, p99 = np.percentile(pooled, [50, 99])
@@ -169,14 +184,20 @@ def summarize(world, times: np.ndarray) -> dict[str, float]:
             "p99": float(p99) * 1e6}
 
 
-def count_wrong(comm, case: Case, algorithm: str, timeout=None) -> int:
+def count_wrong(comm, case: Case, algorithm: str, timeout=None,
+                persistent: bool = False) -> int:
     """Mismatching output elements over all ranks, from one call on fresh
     buffers."""
     bufs = make_buffers(case, comm.rank, comm.size)
-    caller(comm, case, bufs, algorithm, timeout)()
+    call = caller(comm, case, bufs, algorithm, timeout, persistent)
+    call()
+    if persistent:
+        call.free()
     want = case.spec.expected(comm.rank, comm.size, case.count, case.root,
                               case.dtype, case.op)
-    return comm.allreduce(mismatches(bufs.out, want), op=MPI.SUM)
+    wrong = np.array([mismatches(bufs.out, want)], np.int64)
+    MPI.Intracomm(comm).Allreduce(MPI.IN_PLACE, wrong, MPI.SUM)
+    return int(wrong[0])
 
 
 def mismatches(out, want: np.ndarray | None) -> int:
@@ -196,12 +217,14 @@ def fit_iterations(world, probe: float, iters: int,
     if budget is None:
         return iters
     fit = int(budget / max(probe, 1e-9))
-    return world.bcast(max(1, min(iters, fit)))
+    agreed = np.array([max(1, min(iters, fit))], np.int64)
+    world.Bcast(agreed, 0)
+    return int(agreed[0])
 
 
 def measure(comm, case: Case, algorithms: list[str], *, iters: int,
             warmup: int, budget: float | None, check: bool,
-            timeout=None) -> list[dict]:
+            timeout=None, persistent: bool = False) -> list[dict]:
     """Records for ``case``, one per algorithm (``"auto"`` included).
 
     ``budget`` (seconds, None for no limit) caps the iteration count so
@@ -209,17 +232,22 @@ def measure(comm, case: Case, algorithms: list[str], *, iters: int,
     """
     world = MPI.Intracomm(comm)  # mpi4py's own calls, same handle
     bufs = make_buffers(case, comm.rank, comm.size)
-    calls = {a: caller(comm, case, bufs, a, timeout) for a in algorithms}
+    calls = {a: caller(comm, case, bufs, a, timeout, persistent)
+             for a in algorithms}
     probe = warm_up(world, calls, warmup)
     iters = fit_iterations(world, probe, iters, budget)
     times = timed_rounds(world, calls, iters)
+    if persistent:
+        for call in calls.values():
+            call.free()
     return [record(comm, case, a, summarize(world, times[a]), iters,
-                   count_wrong(comm, case, a, timeout) if check else 0)
+                   count_wrong(comm, case, a, timeout, persistent)
+                   if check else 0, persistent)
             for a in algorithms]
 
 
 def record(comm, case: Case, algorithm: str, time_us: dict, iters: int,
-           wrong: int) -> dict:
+           wrong: int, persistent: bool = False) -> dict:
     """One row: what ran, how long, how fast (GB/s, nccl-tests style)."""
     size, itemsize = comm.size, np.dtype(case.dtype).itemsize
     nbytes = case.spec.nbytes(case.count, size, itemsize)
@@ -235,7 +263,7 @@ def record(comm, case: Case, algorithm: str, time_us: dict, iters: int,
             "root": case.root if row.rooted else None,
             "count": case.count, "nbytes": nbytes,
             "inplace": case.inplace, "device": case.device,
-            "time_us": time_us,
+            "persistent": persistent, "time_us": time_us,
             "algbw_gbps": algbw,
             "busbw_gbps": algbw * row.bus_factor(size),
             "iters": iters, "wrong": wrong}

@@ -1,0 +1,113 @@
+"""Persistent collectives (MPI-4's ``MPI_Allreduce_init`` and friends).
+
+``comm.Allreduce_init(sendbuf, recvbuf, op, algorithm=...)`` (every
+collective has its ``X_init``; ``ProcessGroup.prepare("all_reduce", t)``
+on the torch-style face) checks the arguments, chooses the algorithm and
+prepares the call once; :class:`Persistent` then runs it on every
+``Start()`` and completes it with ``Wait()``/``Test()``, as often as
+wanted, until ``Free()``:
+
+- native: the MPI library's own persistent request (``X_init``), started
+  and waited on as it is;
+- hand-built: the schedule compiled once on the caller's buffers (its
+  plan held, not evicted from the plan cache); each ``Start`` takes the
+  next tag and posts the first round, and the progress thread advances
+  the rest, as for an ``I*`` call;
+- device arrays: each ``Start`` launches the prepared call as an ``I*``
+  call would (device work and events per start).
+
+As in MPI, every rank starts its persistent collectives in the same order,
+the buffers are read at ``Start`` and written by completion, and starting
+a request that is still active is an error (``MPI.ERR_REQUEST``). In
+check mode the call is checked once, when it is prepared; under a
+deadline every ``Wait()`` is bounded.
+"""
+
+from __future__ import annotations
+
+from mpi4py import MPI
+
+from mpicoll.errors import MPIArgumentError
+
+PERSISTENT = "persistent"  # the engine's mode for a prepared call
+
+
+class Persistent:
+    """A prepared collective: ``Start()``, then ``Wait()``/``Test()``
+    (or ``wait(timeout)``/``test()``), any number of times; ``Free()``.
+
+    ``start()`` makes one run and returns its :class:`~mpicoll.work.Work`;
+    ``free()`` releases what was prepared; ``watch`` is the communicator's
+    ``(Watchdog, seq)`` when it has a deadline."""
+
+    def __init__(self, where: dict, start, free=None, watch=None) -> None:
+        self._where = where
+        self._start = start
+        self._free = free
+        self._watch = watch
+        self._work = None  # the current run, None while inactive
+
+    def __repr__(self) -> str:
+        state = "freed" if self._start is None else (
+            "active" if self.active else "inactive")
+        return (f"<mpicoll.Persistent {self._where['collective']} "
+                f"({self._where.get('algorithm')}), {state}>")
+
+    @property
+    def active(self) -> bool:
+        """Started and not yet seen complete."""
+        return self._work is not None and not self._work.test()
+
+    def Start(self) -> None:
+        """Run the prepared collective once (MPI ``Start``)."""
+        if self._start is None:
+            raise MPIArgumentError("the request was freed",
+                                   error_class=MPI.ERR_REQUEST, **self._where)
+        if self.active:
+            raise MPIArgumentError(
+                "the request is still active: Wait or Test it to completion "
+                "before starting it again", error_class=MPI.ERR_REQUEST,
+                **self._where)
+        work = self._start()
+        if self._watch is not None:
+            work.watch(*self._watch)
+        self._work = work
+
+    start = Start
+
+    def Wait(self, status=None) -> None:
+        """Complete the current run (returns at once when inactive)."""
+        self.wait()
+
+    def wait(self, timeout: float | None = None) -> None:
+        """:meth:`Wait`, with ``Work.wait``'s ``timeout``."""
+        if self._work is not None:
+            self._work.wait(timeout)
+
+    def Test(self, status=None) -> bool:
+        """True once the current run is complete (or none is active)."""
+        return self._work is None or self._work.test()
+
+    test = Test
+
+    def is_completed(self) -> bool:
+        return self.Test()
+
+    def Free(self) -> None:
+        """Release what was prepared; the request cannot start again."""
+        if self.active:
+            raise MPIArgumentError(
+                "the request is still active: complete it before freeing it",
+                error_class=MPI.ERR_REQUEST, **self._where)
+        if self._free is not None:
+            self._free()
+        self._start = self._free = self._work = None
+
+    free = Free
+
+
+def startall(requests) -> None:
+    """``Start()`` every prepared collective of ``requests`` in order
+    (``MPI.Prequest.Startall``'s counterpart)."""
+    for request in requests:
+        request.Start()

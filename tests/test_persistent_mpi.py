@@ -1,0 +1,169 @@
+"""Tier 2: persistent collectives (``X_init``, ``ProcessGroup.prepare``):
+every collective with every algorithm, started several times with new
+input each time, against raw mpi4py's blocking call on the same input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import mpicoll
+from mpicoll import errors
+
+pytestmark = pytest.mark.mpi
+ROUNDS = 3
+
+
+def setup(comm, name: str):
+    """``(method, args, inputs, outputs, skip_output)`` for one call of
+    mpi4py's ``method``: ``inputs`` are refilled every round, ``outputs``
+    compared (not on ranks where MPI leaves them undefined)."""
+    p, r = comm.size, comm.rank
+    n, root = 3, p - 1
+    counts = [q % 3 + 1 for q in range(p)]
+    empty, f = np.empty, np.float64
+
+    def a(size):
+        return empty(size, f)
+
+    if name == "Allreduce":
+        x, y = a(n), a(n)
+        return name, (x, y, MPI.SUM), [x], [y]
+    if name == "Allreduce/in place":
+        y = a(n)
+        return "Allreduce", (MPI.IN_PLACE, y, MPI.SUM), [y], [y]
+    if name == "Reduce":
+        x, y = a(n), a(n)
+        return name, (x, y, MPI.MAX, root), [x], [y] if r == root else []
+    if name == "Bcast":
+        x = a(n)
+        return name, (x, root), [x] if r == root else [], [x]
+    if name == "Allgather":
+        x, y = a(n), a(n * p)
+        return name, (x, y), [x], [y]
+    if name == "Allgatherv":
+        x, y = a(counts[r]), a(sum(counts))
+        return name, (x, [y, counts]), [x], [y]
+    if name == "Gather":
+        x, y = a(n), a(n * p)
+        return name, (x, y, root), [x], [y] if r == root else []
+    if name == "Gatherv":
+        x, y = a(counts[r]), a(sum(counts))
+        return name, (x, [y, counts], root), [x], [y] if r == root else []
+    if name == "Scatter":
+        x, y = a(n * p), a(n)
+        return name, (x, y, root), [x] if r == root else [], [y]
+    if name == "Scatterv":
+        x, y = a(sum(counts)), a(counts[r])
+        return name, ([x, counts], y, root), [x] if r == root else [], [y]
+    if name == "Alltoall":
+        x, y = a(n * p), a(n * p)
+        return name, (x, y), [x], [y]
+    if name == "Alltoall/in place":
+        y = a(n * p)
+        return "Alltoall", (MPI.IN_PLACE, y), [y], [y]
+    if name == "Alltoallv":
+        sc = [(r + q) % 3 + 1 for q in range(p)]
+        rc = [(q + r) % 3 + 1 for q in range(p)]
+        x, y = a(sum(sc)), a(sum(rc))
+        return name, ([x, sc], [y, rc]), [x], [y]
+    if name == "Reduce_scatter_block":
+        x, y = a(n * p), a(n)
+        return name, (x, y, MPI.SUM), [x], [y]
+    if name == "Reduce_scatter":
+        x, y = a(sum(counts)), a(counts[r])
+        return name, (x, y, counts, MPI.SUM), [x], [y]
+    if name == "Scan":
+        x, y = a(n), a(n)
+        return name, (x, y, MPI.SUM), [x], [y]
+    if name == "Exscan":
+        x, y = a(n), a(n)
+        return name, (x, y, MPI.SUM), [x], [y] if r > 0 else []
+    if name == "Barrier":
+        return name, (), [], []
+    raise AssertionError(name)
+
+
+NAMES = ["Allreduce", "Allreduce/in place", "Reduce", "Bcast", "Allgather",
+         "Allgatherv", "Gather", "Gatherv", "Scatter", "Scatterv", "Alltoall",
+         "Alltoall/in place", "Alltoallv", "Reduce_scatter_block",
+         "Reduce_scatter", "Scan", "Exscan", "Barrier"]
+
+
+def collective(method: str) -> str:
+    return {"Reduce_scatter_block": "reduce_scatter_block",
+            "Reduce_scatter": "reduce_scatter"}.get(method, method.lower())
+
+
+def fill(arrays, rank: int, k: int) -> None:
+    for i, x in enumerate(arrays):
+        x[...] = np.arange(x.size) * 3 + rank * 17 + k * 101 + i
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_algorithm_started_again_and_again(comm, name):
+    raw = MPI.Intracomm(comm)
+    r = comm.rank
+    method, args, inputs, outputs = setup(comm, name)
+    c = collective(method)
+    for algorithm in ["auto", "native", *mpicoll.algorithms(c)]:
+        try:
+            request = getattr(comm, method + "_init")(*args,
+                                                      algorithm=algorithm)
+        except errors.ConstraintError:
+            continue  # declared limits (power of two, ...): every rank
+        assert isinstance(request, mpicoll.Persistent)
+        assert request.Test()  # inactive: complete, as MPI says
+        for k in range(ROUNDS):
+            fill(inputs, r, k)
+            getattr(raw, method)(*args)  # the reference, on the same input
+            want = [y.copy() for y in outputs]
+            fill(inputs, r, k)
+            for y in outputs:
+                if not any(y is x for x in inputs):
+                    y[...] = -1
+            request.Start()
+            if k % 2:
+                request.Wait()
+            else:
+                mpicoll.waitall([request], timeout=60)
+            for y, w in zip(outputs, want):
+                assert np.array_equal(y, w), (algorithm, k, y, w)
+        request.Free()
+
+
+def test_start_while_active_and_after_free_are_errors(comm):
+    x = np.ones(4)
+    request = comm.Allreduce_init(MPI.IN_PLACE, x, algorithm="ring")
+    request.Start()
+    if comm.size > 1 and not request.Test():
+        with pytest.raises(MPI.Exception) as info:
+            request.Start()
+        assert info.value.Get_error_class() == MPI.ERR_REQUEST
+    request.Wait()
+    request.Free()
+    with pytest.raises(errors.MpicollError, match="freed"):
+        request.Start()
+    comm.Barrier()
+
+
+def test_startall_and_the_torch_style_face(comm):
+    p = comm.size
+    pg = mpicoll.ProcessGroup(comm)
+    t = np.empty(4)
+    out = np.empty((p, 4))
+    requests = [pg.prepare("all_reduce", t, algorithm="recursive_doubling"),
+                pg.prepare("all_gather_into_tensor", out, t[:4])]
+    with pytest.raises(errors.InvalidArgumentError, match="not a collective"):
+        pg.prepare("send", t, 0)
+    for k in range(3):
+        t[...] = comm.rank + k
+        mpicoll.startall(requests[:1])
+        requests[0].wait(timeout=60)
+        assert np.all(t == sum(q + k for q in range(p)))
+        requests[1].start()
+        requests[1].wait()
+        assert np.all(out == sum(q + k for q in range(p)))
+    for request in requests:
+        request.free()
