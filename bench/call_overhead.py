@@ -9,6 +9,8 @@ mpi4py's own ``Allreduce``; ``mpicoll.Comm.Allreduce`` and
 MPI call behind mpicoll's checks, which a repeated call replays); the
 same two with a hand-built schedule
 (``recursive_doubling``, which on one rank is a single local copy); and
+the persistent forms (mpi4py's ``Allreduce_init`` and mpicoll's, native
+and hand-built: one ``Start`` and one ``Wait`` per call); and
 ``Comm.Allreduce`` native in check mode (``check=True``: one fingerprint
 exchange per call) and under a deadline (``timeout=60``: the nonblocking
 call polled by the watchdog). The differences are mpicoll's Python cost per
@@ -46,6 +48,13 @@ def main() -> None:
                      lambda a=alg: comm.Allreduce(x, y, MPI.SUM, algorithm=a)))
         rows.append((f"mpicoll ProcessGroup.all_reduce {alg}",
                      lambda a=alg: group.all_reduce(y, algorithm=a)))
+    raw_init = world.Allreduce_init(x, y, MPI.SUM)
+    rows.append(("mpi4py Allreduce_init Start+Wait",
+                 lambda: (raw_init.Start(), raw_init.Wait())))
+    for alg in ("native", "recursive_doubling"):
+        prepared = comm.Allreduce_init(x, y, MPI.SUM, algorithm=alg)
+        rows.append((f"mpicoll Allreduce_init {alg} Start+Wait",
+                     lambda r=prepared: (r.Start(), r.Wait())))
     checked = mpicoll.Comm(world, check=True)
     rows.append(("mpicoll Allreduce  native, check mode",
                  lambda: checked.Allreduce(x, y, MPI.SUM, algorithm="native")))

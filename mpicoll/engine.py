@@ -60,7 +60,7 @@ from mpicoll.select import (
     environment_overrides,
     environment_rules,
 )
-from mpicoll.persistent import PERSISTENT, Persistent
+from mpicoll.persistent import PERSISTENT, NativePersistent, Persistent
 from mpicoll.watchdog import Watchdog
 from mpicoll.work import Work
 
@@ -389,6 +389,10 @@ class Engine:
             else:
                 request = self.prepared(call.given[0], PERSISTENT,
                                         *call.given[1])()
+            if finish is None and watch is None:
+                self._explain_prepared(call, alg, "the MPI library's "
+                                       "persistent request")
+                return NativePersistent(where, request)
             free = request.Free
 
             def start():
@@ -414,13 +418,16 @@ class Engine:
 
             def free():
                 plan.busy = False
+        self._explain_prepared(
+            call, alg, "device: launched on each start" if on_device else
+            "the MPI library's persistent request" if alg.native
+            else f"schedule of {len(steps)} steps, compiled once")
+        return Persistent(where, start, free, watch)
+
+    def _explain_prepared(self, call: Call, alg, what: str) -> None:
         if _explain_all or (_explain_all is None and self.explain):
             log.info("[rank %d] %s: prepared %s (%s)", self.rank,
-                     call.collective, alg.name,
-                     "device: launched on each start" if on_device else
-                     "the MPI library's persistent request" if alg.native
-                     else f"schedule of {len(steps)} steps, compiled once")
-        return Persistent(where, start, free, watch)
+                     call.collective, alg.name, what)
 
     def _where_alg(self, call: Call, alg) -> dict:
         return {**self.where(call.collective), "algorithm": alg.name}

@@ -106,6 +106,57 @@ class Persistent:
     free = Free
 
 
+class NativePersistent(Persistent):
+    """The MPI library's own persistent request on host memory, with
+    nothing to run at completion and no deadline: ``Start`` and ``Wait``
+    go straight to it (a flag keeps the active-request rule)."""
+
+    def __init__(self, where: dict, request: MPI.Prequest) -> None:
+        super().__init__(where, None, request.Free)
+        self._request = request
+        self._running = False
+        self._freed = False
+
+    @property
+    def active(self) -> bool:
+        return self._running and not self.Test()
+
+    def Start(self) -> None:
+        if self._running or self._freed:
+            super().Start()  # raises the right error
+        self._request.Start()
+        self._running = True
+
+    start = Start
+
+    def Wait(self, status=None) -> None:
+        self._request.Wait()
+        self._running = False
+
+    def wait(self, timeout: float | None = None) -> None:
+        if timeout is None or not self._running:
+            self.Wait()
+        else:
+            from mpicoll.work import Work
+
+            work = Work(where=self._where, request=self._request)
+            work.wait(timeout)
+            self._running = False
+
+    def Test(self, status=None) -> bool:
+        if self._running and self._request.Test():
+            self._running = False
+        return not self._running
+
+    test = Test
+
+    def Free(self) -> None:
+        super().Free()
+        self._freed = True
+
+    free = Free
+
+
 def startall(requests) -> None:
     """``Start()`` every prepared collective of ``requests`` in order
     (``MPI.Prequest.Startall``'s counterpart)."""
