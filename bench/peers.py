@@ -10,8 +10,12 @@ Contenders, per collective (allreduce, allgather, bcast) and size:
 - ``mpicoll auto``: what mpicoll's selection picks (named in the table);
 - ``mpicoll best``: the fastest right hand-built algorithm of this run
   (every registered one is timed; the winner is named);
+- ``mpicoll persistent``: ``auto``'s choice prepared once
+  (``Allreduce_init``...), then ``Start`` and ``Wait`` per call;
 - ``mpi4py``: the MPI library's call made directly through mpi4py's
   buffer methods (``Allreduce``...), no mpicoll in the way;
+- ``mpi4py persistent``: the MPI library's persistent call through
+  mpi4py (``Allreduce_init`` once, ``Start`` and ``Wait`` per call);
 - ``mpi4py pickle``: mpi4py's lowercase methods (``allreduce``...), which
   pickle the array and reduce Python objects;
 - ``torch gloo``: ``torch.distributed`` with the gloo backend on tensors
@@ -38,8 +42,8 @@ import sys
 
 import numpy as np
 
-CONTENDERS = ("mpicoll auto", "mpicoll best", "mpi4py", "mpi4py pickle",
-              "torch gloo")
+CONTENDERS = ("mpicoll auto", "mpicoll best", "mpicoll persistent", "mpi4py",
+              "mpi4py persistent", "mpi4py pickle", "torch gloo")
 COLLECTIVES = ("allreduce", "allgather", "bcast")
 STAT = "p50"  # the statistic compared
 
@@ -77,11 +81,29 @@ def arguments(argv=None) -> argparse.Namespace:
 
 # -- contenders: each makes (call, output) from one rank's fresh buffers --
 
-def mpicoll_caller(comm, algorithm):
+def mpicoll_caller(comm, algorithm, persistent=False):
     from mpicoll.bench.harness import caller
 
     def make(case, bufs):
-        return caller(comm, case, bufs, algorithm), lambda: bufs.out
+        return (caller(comm, case, bufs, algorithm, persistent=persistent),
+                lambda: bufs.out)
+    return make
+
+
+def mpi4py_persistent(world):
+    """MPI-4's persistent call through mpi4py: ``X_init`` once, then
+    ``Start`` and ``Wait``."""
+    from mpicoll.bench.harness import arguments
+
+    def make(case, bufs):
+        request = getattr(world, case.spec.method + "_init")(
+            *arguments(case, bufs))
+
+        def call():
+            request.Start()
+            request.Wait()
+        call.free = request.Free
+        return call, lambda: bufs.out
     return make
 
 
@@ -167,11 +189,13 @@ def measure_size(comm, case, makers: dict, hand_built: list[str], *,
     probe = harness.warm_up(world, calls, warmup)
     iters = harness.fit_iterations(world, probe, iters, budget)
     times = harness.timed_rounds(world, calls, iters, rounds)
+    _free(calls.values())
     rows = {}
     for name, make in makers.items():
         fresh = harness.make_buffers(case, comm.rank, comm.size)
         call, output = make(case, fresh)
         call()
+        _free([call])
         want = case.spec.expected(comm.rank, comm.size, case.count,
                                   case.root, case.dtype, case.op)
         wrong = world.allreduce(harness.mismatches(output(), want))
@@ -180,6 +204,13 @@ def measure_size(comm, case, makers: dict, hand_built: list[str], *,
             harness.summarize(world, times[name]), iters, wrong)
         rows[name]["algorithm"] = name
     return _fold_hand_built(rows, hand_built)
+
+
+def _free(calls) -> None:
+    """Free the persistent requests behind ``calls``."""
+    for call in calls:
+        if hasattr(call, "free"):
+            call.free()
 
 
 def _fold_hand_built(rows: dict, hand_built: list[str]) -> list[dict]:
@@ -278,7 +309,9 @@ def main(argv=None) -> int:
         hand_built = [a for a in mpicoll.algorithms(name) if a != "native"]
         makers = {"mpicoll auto": mpicoll_caller(comm, "auto"),
                   **{a: mpicoll_caller(comm, a) for a in hand_built},
+                  "mpicoll persistent": mpicoll_caller(comm, "auto", True),
                   "mpi4py": mpi4py_buffer(world),
+                  "mpi4py persistent": mpi4py_persistent(world),
                   "mpi4py pickle": mpi4py_pickle(world)}
         if gloo is not None:
             makers["torch gloo"] = gloo
