@@ -17,7 +17,8 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll.cuda import copyto, empty_like, placement
-from mpicoll.engine import Call, then
+from mpicoll.engine import Call
+from mpicoll.work import then
 from mpicoll.errors import (
     BufferSpecError,
     InvalidArgumentTypeError,

@@ -60,9 +60,9 @@ from mpicoll.select import (
     environment_overrides,
     environment_rules,
 )
-from mpicoll.persistent import PERSISTENT, NativePersistent, Persistent
+from mpicoll.persistent import PERSISTENT, prepare
 from mpicoll.watchdog import Watchdog
-from mpicoll.work import Work
+from mpicoll.work import Work, then
 
 REPLAYS = 32  # blocking calls remembered per engine for replay
 
@@ -219,7 +219,7 @@ class Engine:
                          nbytes, choice.algorithm.name, choice.reason)
         return choice
 
-    def _algorithm(self, call: Call):
+    def algorithm_for(self, call: Call):
         """The algorithm ``call`` runs: checked and chosen on the first
         call of its kind, looked up after."""
         send = call.send
@@ -252,13 +252,13 @@ class Engine:
         :class:`Persistent` for ``PERSISTENT`` (a guarded engine replaces
         it with :meth:`_guarded_launch`)."""
         if async_op is PERSISTENT:
-            return self.persist(call)
-        alg = self._algorithm(call)
+            return prepare(self, call)
+        alg = self.algorithm_for(call)
         recv = call.recv
         if type(recv) is not np.ndarray:
             on_device = placement(recv)
             if on_device is not None:
-                return self._launch_device(call, alg, on_device, async_op)
+                return self.launch_device(call, alg, on_device, async_op)
         send, finish = call.send, call.finish
         if alg.native:
             given = call.given
@@ -269,7 +269,7 @@ class Engine:
             else:
                 make = self.prepared(given[0], async_op, *given[1])
             if async_op:
-                return Work(where=self._where_alg(call, alg),
+                return Work(where=self.where_alg(call, alg),
                             request=make(), finish=finish, keep=call.owners)
             make()
             if call.memo is not None:
@@ -291,7 +291,7 @@ class Engine:
                         finish()
 
                 execution = Execution(plan.steps, self.ctx.comm, tag)
-                work = Work(where=self._where_alg(call, alg), finish=release,
+                work = Work(where=self.where_alg(call, alg), finish=release,
                             keep=call.owners, execution=execution)
                 progress.submit(execution)
                 return work
@@ -342,7 +342,7 @@ class Engine:
         own = self.active is None  # not called through a guarded face
         active = self.begin(call.collective) if own else self.active
         try:
-            alg = self._algorithm(call)
+            alg = self.algorithm_for(call)
             if self.check:
                 check.verify(self.ctx.comm, active,
                              check.fingerprint(call, alg.name), None,
@@ -350,7 +350,7 @@ class Engine:
             active.open = False
             call = call._replace(memo=None)
             if async_op is PERSISTENT:
-                return self.persist(call, self.watchdog and (
+                return prepare(self, call, self.watchdog and (
                     self.watchdog, active.seq))
             if self.watchdog is None:
                 return Engine.launch(self, call, async_op)
@@ -364,79 +364,20 @@ class Engine:
             if own:
                 self.active = None
 
-    def persist(self, call: Call, watch=None) -> Persistent:
-        """``call`` prepared once (:mod:`mpicoll.persistent`): the MPI
-        library's persistent request, or the schedule compiled on the
-        caller's buffers; device arrays launch anew on each start.
-        ``watch``: the ``(Watchdog, seq)`` every run's wait is bounded by."""
-        alg = self._algorithm(call)
-        where = self._where_alg(call, alg)
-        recv, finish, owners = call.recv, call.finish, call.owners
-        on_device = None if type(recv) is np.ndarray else placement(recv)
-        free = None
-        if on_device is not None:
-            again = call._replace(memo=None)
-
-            def start():
-                if again.stage is not None:
-                    again.stage()
-                return self._launch_device(again, alg, on_device, True)
-        elif alg.native:
-            if call.given is None:
-                request = call.native(PERSISTENT, call.send, recv)()
-                if call.unstage is not None:
-                    finish = then(call.unstage, finish)
-            else:
-                request = self.prepared(call.given[0], PERSISTENT,
-                                        *call.given[1])()
-            if finish is None and watch is None:
-                self._explain_prepared(call, alg, "the MPI library's "
-                                       "persistent request")
-                return NativePersistent(where, request)
-            free = request.Free
-
-            def start():
-                request.Start()
-                return Work(where=where, request=request, finish=finish,
-                            keep=owners)
-        else:
-            if call.unstage is not None:
-                finish = then(call.unstage, finish)
-            plan = self.ctx.plan(alg, call.count, call.root, call.op,
-                                 call.send, recv, owners)
-            plan.busy = True  # this request's own, until freed
-            steps, ctx = plan.steps, self.ctx
-
-            def start():
-                if call.stage is not None:
-                    call.stage()
-                execution = Execution(steps, ctx.comm, ctx.next_tag())
-                work = Work(where=where, execution=execution, finish=finish,
-                            keep=owners)
-                progress.submit(execution)
-                return work
-
-            def free():
-                plan.busy = False
-        self._explain_prepared(
-            call, alg, "device: launched on each start" if on_device else
-            "the MPI library's persistent request" if alg.native
-            else f"schedule of {len(steps)} steps, compiled once")
-        return Persistent(where, start, free, watch)
-
-    def _explain_prepared(self, call: Call, alg, what: str) -> None:
+    def explain_prepared(self, call: Call, alg, what: str) -> None:
+        """Explain mode's line for a prepared (persistent) call."""
         if _explain_all or (_explain_all is None and self.explain):
             log.info("[rank %d] %s: prepared %s (%s)", self.rank,
                      call.collective, alg.name, what)
 
-    def _where_alg(self, call: Call, alg) -> dict:
+    def where_alg(self, call: Call, alg) -> dict:
         return {**self.where(call.collective), "algorithm": alg.name}
 
-    def _launch_device(self, call: Call, alg, on_device, async_op: bool):
+    def launch_device(self, call: Call, alg, on_device, async_op: bool):
         """:meth:`launch` for device arrays, by the rules of
         :mod:`mpicoll.devicecall`. Not replayed: each call records its
         events."""
-        where = self._where_alg(call, alg)
+        where = self.where_alg(call, alg)
         op = call.op
         if op is not None and op.ufunc is None and (
                 alg.native or op.host_only):
@@ -568,15 +509,3 @@ class Engine:
 
 def _never_replayed(key, objects) -> bool:
     return False
-
-
-def then(first, after):
-    """``first()`` then ``after()`` (None: nothing more)."""
-    if after is None:
-        return first
-
-    def both():
-        first()
-        after()
-
-    return both

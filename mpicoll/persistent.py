@@ -25,9 +25,14 @@ deadline every ``Wait()`` is bounded.
 
 from __future__ import annotations
 
+import numpy as np
 from mpi4py import MPI
 
+from mpicoll import progress
+from mpicoll.cuda import placement
 from mpicoll.errors import MPIArgumentError
+from mpicoll.schedule.executor import Execution
+from mpicoll.work import Work, then
 
 PERSISTENT = "persistent"  # the engine's mode for a prepared call
 
@@ -137,8 +142,6 @@ class NativePersistent(Persistent):
         if timeout is None or not self._running:
             self.Wait()
         else:
-            from mpicoll.work import Work
-
             work = Work(where=self._where, request=self._request)
             work.wait(timeout)
             self._running = False
@@ -155,6 +158,67 @@ class NativePersistent(Persistent):
         self._freed = True
 
     free = Free
+
+
+def prepare(engine, call, watch=None) -> Persistent:
+    """``call`` prepared once (:mod:`mpicoll.persistent`): the MPI
+    library's persistent request, or the schedule compiled on the
+    caller's buffers; device arrays launch anew on each start.
+    ``watch``: the ``(Watchdog, seq)`` every run's wait is bounded by."""
+    alg = engine.algorithm_for(call)
+    where = engine.where_alg(call, alg)
+    recv, finish, owners = call.recv, call.finish, call.owners
+    on_device = None if type(recv) is np.ndarray else placement(recv)
+    free = None
+    if on_device is not None:
+        again = call._replace(memo=None)
+
+        def start():
+            if again.stage is not None:
+                again.stage()
+            return engine.launch_device(again, alg, on_device, True)
+    elif alg.native:
+        if call.given is None:
+            request = call.native(PERSISTENT, call.send, recv)()
+            if call.unstage is not None:
+                finish = then(call.unstage, finish)
+        else:
+            request = engine.prepared(call.given[0], PERSISTENT,
+                                    *call.given[1])()
+        if finish is None and watch is None:
+            engine.explain_prepared(call, alg, "the MPI library's "
+                                   "persistent request")
+            return NativePersistent(where, request)
+        free = request.Free
+
+        def start():
+            request.Start()
+            return Work(where=where, request=request, finish=finish,
+                        keep=owners)
+    else:
+        if call.unstage is not None:
+            finish = then(call.unstage, finish)
+        plan = engine.ctx.plan(alg, call.count, call.root, call.op,
+                             call.send, recv, owners)
+        plan.busy = True  # this request's own, until freed
+        steps, ctx = plan.steps, engine.ctx
+
+        def start():
+            if call.stage is not None:
+                call.stage()
+            execution = Execution(steps, ctx.comm, ctx.next_tag())
+            work = Work(where=where, execution=execution, finish=finish,
+                        keep=owners)
+            progress.submit(execution)
+            return work
+
+        def free():
+            plan.busy = False
+    engine.explain_prepared(
+        call, alg, "device: launched on each start" if on_device else
+        "the MPI library's persistent request" if alg.native
+        else f"schedule of {len(steps)} steps, compiled once")
+    return Persistent(where, start, free, watch)
 
 
 def startall(requests) -> None:

@@ -34,6 +34,7 @@ from mpicoll.cuda import copyto, empty_like
 from mpicoll.engine import Call
 from mpicoll.guard import guard_settings, guarded_class
 from mpicoll.persistent import PERSISTENT, Persistent
+from mpicoll.torch_p2p import TorchPointToPoint
 from mpicoll.message import message
 from mpicoll.mpi_ops import as_op
 from mpicoll.ops import Op
@@ -46,7 +47,6 @@ from mpicoll.errors import (
 )
 from mpicoll.schedule.layout import inplace_send
 from mpicoll.schedule.plan import same_memory
-from mpicoll.work import Work
 
 class ReduceOp(enum.Enum):
     """torch.distributed's ``ReduceOp`` (``op=`` also takes the value
@@ -72,7 +72,7 @@ class P2POp(NamedTuple):
     tag: int = 0
 
 
-class ProcessGroup(CallBuilder):
+class ProcessGroup(TorchPointToPoint, CallBuilder):
     """torch.distributed's collectives on ``comm`` (an ``MPI.Intracomm``
     or :class:`mpicoll.Comm`; default ``MPI.COMM_WORLD``). Not collective
     to create."""
@@ -457,74 +457,6 @@ class ProcessGroup(CallBuilder):
             return None
         return self._barrier(algorithm, async_op, memo)
 
-    # ---------------------------------------------------- point-to-point
-    #
-    # On the communicator itself (matching plain mpi4py code's messages),
-    # through mpicoll.Comm's calls (device buffers staged when MPI is not
-    # CUDA-aware); the peer and tag are checked first, as torch checks them.
-
-    def send(self, tensor, dst, tag=0) -> None:
-        """Send ``tensor`` to rank ``dst``."""
-        self.comm.Send(*self._p2p("send", tensor, dst, tag, False))
-
-    def recv(self, tensor, src=None, tag=0) -> int:
-        """Receive into ``tensor`` from ``src`` (any rank if None); returns
-        the sender's rank, as torch.distributed does."""
-        status = MPI.Status()
-        self.comm.Recv(*self._p2p("recv", tensor, src, tag, True), status)
-        return status.Get_source()
-
-    def isend(self, tensor, dst, tag=0) -> Work:
-        flat, dst, tag = self._p2p("isend", tensor, dst, tag, False)
-        return self._work("isend", self.comm.Isend(flat, dst, tag), tensor)
-
-    def irecv(self, tensor, src=None, tag=0) -> Work:
-        flat, src, tag = self._p2p("irecv", tensor, src, tag, True)
-        return self._work("irecv", self.comm.Irecv(flat, src, tag), tensor)
-
-    def batch_isend_irecv(self, p2p_op_list) -> list[Work]:
-        """Post every :class:`P2POp` (all checked before any is posted) and
-        return their Works, in order."""
-        c = "batch_isend_irecv"
-        posts = []
-        for p in p2p_op_list:
-            name = getattr(p.op, "__name__", p.op)
-            if name not in ("isend", "irecv"):
-                raise InvalidArgumentError(
-                    f"P2POp.op must be isend or irecv, got {p.op!r}",
-                    **self._where(c))
-            posts.append((name, self._p2p(c, p.tensor, p.peer, p.tag,
-                                          name == "irecv"), p.tensor))
-        return [self._work(name, getattr(self.comm, name.capitalize())(*args),
-                           tensor) for name, args, tensor in posts]
-
-    def _p2p(self, call, tensor, peer, tag, receiving) -> tuple:
-        """``(flat view, peer, tag)``: a receive's ``None`` peer is any
-        source; a peer must be a rank here (or ``MPI.PROC_NULL``), a tag in
-        0..``MPI.TAG_UB``."""
-        flat = self._tensor(tensor, call, "tensor", writable=receiving)
-        if receiving and peer is None:
-            peer = MPI.ANY_SOURCE
-        wild = (MPI.ANY_SOURCE, MPI.PROC_NULL) if receiving else \
-            (MPI.PROC_NULL,)
-        if not (_is_int(peer) and (0 <= peer < self._engine.size
-                                   or peer in wild)):
-            raise InvalidArgumentError(
-                f"{'src' if receiving else 'dst'} {peer!r} is not a rank of "
-                f"this group (size {self._engine.size})", **self._where(call))
-        ub = self.comm.Get_attr(MPI.TAG_UB)
-        if not (_is_int(tag) and 0 <= tag <= ub):
-            raise InvalidArgumentError(f"tag {tag!r} is outside 0..{ub}",
-                                       **self._where(call))
-        return flat, int(peer), int(tag)
-
-    def _work(self, call, request, tensor) -> Work:
-        """A request as a :class:`Work` (a device receive's Work already
-        is one: it copies the message back when complete)."""
-        if isinstance(request, Work):
-            return request
-        return Work(where=self._where(call), request=request, keep=(tensor,))
-
     # ----------------------------------------------------------- checks
 
     def _whole_blocks(self, whole, block, collective, whole_name,
@@ -583,10 +515,6 @@ def _unstage(flats, staging, counts):
             start += n
 
     return finish
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
 # The collective methods a guarded ProcessGroup wraps (mpicoll.guard).

@@ -142,3 +142,15 @@ def waitall(works, timeout: float | None = None) -> None:
 def testall(works) -> bool:
     """Advance every :class:`Work`; True when all are complete."""
     return all([work.test() for work in works])
+
+
+def then(first, after):
+    """``first()`` then ``after()`` (None: nothing more)."""
+    if after is None:
+        return first
+
+    def both():
+        first()
+        after()
+
+    return both
