@@ -79,7 +79,9 @@ class Context:
         self.comm = MPI.Intracomm(MPI.Intracomm.Dup(comm))
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
-        tag_ub = min(int(self.comm.Get_attr(MPI.TAG_UB)), 1 << 30)
+        # MPI attaches TAG_UB to COMM_WORLD (Open MPI to it and its
+        # duplicates only; MPICH to every communicator).
+        tag_ub = min(int(MPI.COMM_WORLD.Get_attr(MPI.TAG_UB)), 1 << 30)
         # The two highest tags are the watchdog's (mpicoll.watchdog):
         # where-are-you queries and their answers; schedules roll below.
         self.monitor_tags = (tag_ub, tag_ub - 1)
@@ -95,10 +97,10 @@ class Context:
     def stream(self, runtime, device: int):
         """This communicator's stream on ``device``, created on first use."""
         key = (id(runtime), device)
-        stream = self._streams.get(key)
-        if stream is None:
-            stream = self._streams[key] = runtime.new_stream(device)
-        return stream
+        held = self._streams.get(key)
+        if held is None or held[0] is not runtime:  # an id reused: anew
+            held = self._streams[key] = (runtime, runtime.new_stream(device))
+        return held[1]
 
     def next_tag(self) -> int:
         self._tag = self._tag + 1 if self._tag < self._tag_ub else 1

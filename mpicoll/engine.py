@@ -51,11 +51,12 @@ from mpicoll.devicecall import (
 )
 from mpicoll.errors import ConstraintError, InvalidArgumentError, OpTypeError
 from mpicoll.guard import Guard, guard_settings
-from mpicoll.mpi_ops import as_op
+from mpicoll.mpi_ops import as_op, lent_op
 from mpicoll.schedule.executor import Execution, run
 from mpicoll.select import (
     Choice,
     choose,
+    hand_built,
     environment_explain,
     environment_overrides,
     environment_rules,
@@ -65,6 +66,9 @@ from mpicoll.watchdog import Watchdog
 from mpicoll.work import Work, then
 
 REPLAYS = 32  # blocking calls remembered per engine for replay
+CHOICES = 256  # choices and checked kinds of call remembered per engine
+CALLABLE = ("a Python callable op would need an MPI.Op made for it "
+            "(mpi4py allows few)")
 
 log = logging.getLogger("mpicoll")
 _explain_all: bool | None = None  # set_explain(); None: each engine's env
@@ -202,7 +206,10 @@ class Engine:
     def choose(self, collective, algorithm, nbytes, op, where,
                why_native=None) -> Choice:
         commutative = op is None or op.commutative
-        key = (collective, algorithm, nbytes, commutative, why_native)
+        callable_op = op is not None and op.mpi_op is None and \
+            op.ufunc is None  # a Python callable: no MPI twin
+        key = (collective, algorithm, nbytes, commutative, why_native,
+               callable_op)
         choice = self._choices.get(key)
         if choice is None:
             if why_native is not None and algorithm == "auto":
@@ -213,6 +220,13 @@ class Engine:
                 where=where, rules=self.rules)
             if why_native is not None and choice.algorithm.native:
                 choice = Choice(choice.algorithm, why_native)
+            elif callable_op and algorithm == "auto" and \
+                    choice.algorithm.native:
+                choice = hand_built(collective, size=self.size,
+                                    nbytes=nbytes, commutative=commutative,
+                                    why=CALLABLE) or choice
+            if len(self._choices) >= CHOICES:
+                self._choices.clear()
             self._choices[key] = choice
             if _explain_all or (_explain_all is None and self.explain):
                 log.info("[rank %d] %s %d B: %s (%s)", self.rank, collective,
@@ -226,8 +240,10 @@ class Engine:
         collective = call.collective
         nbytes = COLLECTIVES[collective].selection_elements(
             call.count, self.size) * send.dtype.itemsize
-        key = (collective, call.algorithm, nbytes, send.dtype.char, call.op,
-               call.why_native)
+        op = call.op  # what a choice depends on, not the object itself
+        key = (collective, call.algorithm, nbytes, send.dtype.char,
+               op and (op.kinds, op.commutative, op.mpi_op is None and
+                       op.ufunc is None), call.why_native)
         alg = self._checked.get(key)
         if alg is None:
             where = self.where(collective)
@@ -242,6 +258,8 @@ class Engine:
                     f"{alg.name} cannot run this call: {call.why_native}; "
                     f"use algorithm='native' or 'auto'",
                     **{**where, "algorithm": alg.name})
+            if len(self._checked) >= CHOICES:
+                self._checked.clear()
             self._checked[key] = alg
         return alg
 
@@ -262,17 +280,20 @@ class Engine:
         send, finish = call.send, call.finish
         if alg.native:
             given = call.given
+            lent = None
             if given is None:
-                make = call.native(async_op, send, recv)
+                make, lent = self.native_call(call, async_op)
                 if call.unstage is not None:
                     finish = then(call.unstage, finish)
+                if lent is not None:  # freed once the call is complete
+                    finish = then(lent.Free, finish)
             else:
                 make = self.prepared(given[0], async_op, *given[1])
             if async_op:
                 return Work(where=self.where_alg(call, alg),
                             request=make(), finish=finish, keep=call.owners)
             make()
-            if call.memo is not None:
+            if call.memo is not None and lent is None:
                 self._remember(call.memo, make, finish)
         else:
             if call.unstage is not None:
@@ -363,6 +384,19 @@ class Engine:
         finally:
             if own:
                 self.active = None
+
+    def native_call(self, call: Call, mode):
+        """``(make, lent)``: the prepared native call of ``call`` on its
+        views (``mode``: False, True or ``PERSISTENT``), and the ``MPI.Op``
+        lent to a Python callable for it (the caller frees it once the
+        call is complete), else None."""
+        op = call.op
+        lent = lent_op(op)
+        try:
+            return call.native(mode, call.send, call.recv), lent
+        finally:
+            if lent is not None:
+                op.mpi_op = None
 
     def explain_prepared(self, call: Call, alg, what: str) -> None:
         """Explain mode's line for a prepared (persistent) call."""

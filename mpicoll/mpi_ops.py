@@ -18,6 +18,7 @@ from mpicoll.schedule.plan import same_memory
 
 _NATIVE = {name: getattr(MPI, name.upper()) for name in BUILTIN_NAMES}
 _CONVERTED: dict[int, tuple[object, Op]] = {}  # id(op given) -> (op, Op)
+CONVERTED = 64  # entries kept (a new callable per call must not pile up)
 
 
 def as_op(op) -> Op:
@@ -42,9 +43,12 @@ def as_op(op) -> Op:
 
 
 def _cached(key, make) -> Op:
-    """Convert once per object; holding ``key`` keeps its id from reuse."""
+    """Convert once per object, for the last :data:`CONVERTED` objects;
+    holding ``key`` keeps its id from reuse while the entry lives."""
     hit = _CONVERTED.get(id(key))
     if hit is None or hit[0] is not key:
+        if len(_CONVERTED) >= CONVERTED:
+            _CONVERTED.clear()
         hit = _CONVERTED[id(key)] = (key, make())
     return hit[1]
 
@@ -79,12 +83,26 @@ def _from_user_mpi_op(mpi_op: MPI.Op) -> Op:
 
 
 def native_op(op: Op) -> MPI.Op:
-    """The ``MPI.Op`` for a native call (created once for callables)."""
+    """The ``MPI.Op`` a native call passes: the predefined one, the user's
+    ``MPI.Op``, or for a Python callable the one :func:`lent_op` lent it
+    for this call."""
     if op.mpi_op is None:
         predefined = _NATIVE.get(op.name)
         if predefined is not None and builtin_op(op.name) is op:
             return predefined
-        op.mpi_op = MPI.Op.Create(_mpi_function(op), commute=op.commutative)
+        raise ValueError(f"{op.name!r} has no MPI.Op: lend it one")
+    return op.mpi_op
+
+
+def lent_op(op: Op | None) -> MPI.Op | None:
+    """For a Python callable (no MPI twin): a new ``MPI.Op`` running it,
+    set as ``op.mpi_op`` while the caller prepares one native call, which
+    must ``Free`` it once the call is complete (mpi4py holds only a few
+    dozen user ops at once, so none is kept per callable; ``auto`` runs
+    callables hand-built). None for every other op."""
+    if op is None or op.mpi_op is not None or op.ufunc is not None:
+        return None
+    op.mpi_op = MPI.Op.Create(_mpi_function(op), commute=op.commutative)
     return op.mpi_op
 
 

@@ -178,18 +178,20 @@ def prepare(engine, call, watch=None) -> Persistent:
                 again.stage()
             return engine.launch_device(again, alg, on_device, True)
     elif alg.native:
+        lent = None
         if call.given is None:
-            request = call.native(PERSISTENT, call.send, recv)()
+            make, lent = engine.native_call(call, PERSISTENT)
+            request = make()
             if call.unstage is not None:
                 finish = then(call.unstage, finish)
         else:
             request = engine.prepared(call.given[0], PERSISTENT,
-                                    *call.given[1])()
-        if finish is None and watch is None:
+                                      *call.given[1])()
+        free = request.Free if lent is None else then(request.Free, lent.Free)
+        if finish is None and watch is None and lent is None:
             engine.explain_prepared(call, alg, "the MPI library's "
-                                   "persistent request")
+                                    "persistent request")
             return NativePersistent(where, request)
-        free = request.Free
 
         def start():
             request.Start()

@@ -124,6 +124,9 @@ class Engine:
             moved = False
             for execution in active:
                 moved |= execution.advance_if_free()
+            # Hold no finished execution (its plan and the caller's buffers)
+            # past this pass, asleep.
+            active = execution = None
             with self._cond:  # also those the caller finished in wait()
                 self._active = [e for e in self._active if not e.finished]
                 if not self._active:

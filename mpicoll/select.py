@@ -268,6 +268,21 @@ def _default(collective: str, *, size: int, nbytes: int,
     return Choice(native, "default rule: no hand-built algorithm fits")
 
 
+def hand_built(collective: str, *, size: int, nbytes: int,
+               commutative: bool, why: str) -> Choice | None:
+    """The hand-built algorithm a call that should not run natively takes
+    (``why`` says why): the default rule's preference for its size, else
+    the first registered one that fits; None if none does."""
+    names = [*_preferences(collective, size, max(nbytes, SMALL)),
+             *algorithms(collective)]
+    for name in names:
+        alg = lookup(collective, name)
+        if alg is not None and not alg.native and \
+                alg.unmet(commutative=commutative) is None:
+            return Choice(alg, f"{why}; {name} instead")
+    return None
+
+
 def _named(collective, name, commutative, where, source) -> Algorithm:
     alg = lookup(collective, name)
     where = {**where, "algorithm": name}

@@ -73,7 +73,7 @@ class TorchPointToPoint:
             raise InvalidArgumentError(
                 f"{'src' if receiving else 'dst'} {peer!r} is not a rank of "
                 f"this group (size {self._engine.size})", **self._where(call))
-        ub = self.comm.Get_attr(MPI.TAG_UB)
+        ub = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB)  # set on COMM_WORLD only
         if not (_is_int(tag) and 0 <= tag <= ub):
             raise InvalidArgumentError(f"tag {tag!r} is outside 0..{ub}",
                                        **self._where(call))

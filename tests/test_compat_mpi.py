@@ -2453,6 +2453,7 @@ def test_other_methods_are_mpi4pys(h):
     mpi4py's own (Get_rank, Split, Dup, Create_cart, Get_coords, ...)."""
     allowed = set(COLLECTIVE_METHODS) | P2P_OVERRIDES
     allowed |= {"I" + n[0].lower() + n[1:] for n in COLLECTIVE_METHODS}
+    allowed |= {n + "_init" for n in COLLECTIVE_METHODS}  # persistent
     world = MPI.COMM_WORLD
     cart = world.Create_cart([world.Get_size()])
     try:
