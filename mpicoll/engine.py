@@ -224,7 +224,8 @@ class Engine:
                     choice.algorithm.native:
                 choice = hand_built(collective, size=self.size,
                                     nbytes=nbytes, commutative=commutative,
-                                    why=CALLABLE) or choice
+                                    why=f"{choice.reason}; but {CALLABLE}"
+                                    ) or choice
             if len(self._choices) >= CHOICES:
                 self._choices.clear()
             self._choices[key] = choice

@@ -48,6 +48,8 @@ def test_rules_file_picks(shared, monkeypatch):
     c = comm.explain("allreduce", count=8, dtype="float64",
                      op=mpicoll.Op.from_callable(np.add, commute=False))
     assert "ring cannot run" in c.reason and "default rule" in c.reason
+    # and a Python callable runs hand-built under auto (no MPI.Op per call)
+    assert not c.algorithm.native and "MPI.Op" in c.reason
     x = np.arange(8.0)
     comm.Allreduce(MPI.IN_PLACE, x, MPI.SUM)
     assert np.array_equal(x, np.arange(8.0) * size)
