@@ -142,8 +142,11 @@ def test_an_exception_in_a_user_op_ends_the_job(abort_on_exception):
     """mpi4py aborts on an exception inside a user MPI.Op's function; so
     the job ends, with or without ``python -m mpi4py``."""
     done, _ = run("op", abort_on_exception=abort_on_exception)
-    assert done.returncode != 0  # within LIMIT: run() raises past it
-    assert "the user op failed on rank 1" in done.stdout + done.stderr
+    # Within LIMIT (run() raises past it) and non-zero. mpi4py prints the
+    # traceback and aborts; the abort may land after the ranks returned
+    # from the call, and may cut the traceback short, so neither what they
+    # printed nor how far they got is asserted: only that the job ended.
+    assert done.returncode != 0
 
 
 def test_a_fault_on_a_sub_communicator_stays_there():
