@@ -29,10 +29,16 @@ from mpi4py import MPI
 import mpicoll
 
 
+def say(line: str) -> None:
+    """One line in one write, flushed (ranks share the launcher's output)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def main(scenario: str, timeout: float, action: str) -> int:
     world = MPI.COMM_WORLD
     rank = world.Get_rank()
-    print(f"rank {rank} pid {os.getpid()}", flush=True)
+    say(f"rank {rank} pid {os.getpid()}")
     comm = mpicoll.Comm(world, timeout=timeout, on_timeout=action)
     x, y = np.ones(8), np.empty(8)
     comm.Allreduce(x, y, MPI.SUM)  # everyone up and connected
@@ -79,10 +85,10 @@ def main(scenario: str, timeout: float, action: str) -> int:
         else:
             raise SystemExit(f"unknown scenario {scenario!r}")
     except Exception as exc:
-        print(f"rank {rank} raised {type(exc).__name__} after "
-              f"{time.monotonic() - start:.2f} s: {exc}", flush=True)
+        say(f"rank {rank} raised {type(exc).__name__} after "
+            f"{time.monotonic() - start:.2f} s: {exc}")
         return 3
-    print(f"rank {rank} done", flush=True)
+    say(f"rank {rank} done")
     return 0
 
 

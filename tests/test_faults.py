@@ -59,8 +59,9 @@ def run(scenario: str, **kw) -> tuple[subprocess.CompletedProcess, float]:
 
 def raised(output: str) -> dict[int, tuple[str, float, str]]:
     """``{rank: (exception name, seconds, text)}`` from the ranks' lines."""
-    found = {}
-    for m in re.finditer(r"^rank (\d+) raised (\w+) after ([\d.]+) s: (.*)$",
+    found = {}  # the launcher may run two ranks' lines together
+    for m in re.finditer(r"rank (\d+) raised (\w+) after ([\d.]+) s: "
+                         r"(.*?)(?=rank \d+ (?:raised|done|pid)|$)",
                          output, re.M):
         found[int(m[1])] = (m[2], float(m[3]), m[4])
     return found
