@@ -41,7 +41,7 @@ import numpy as np
 from mpicoll import exchange
 from mpicoll.collectives import COLLECTIVES
 from mpicoll.cuda import placement
-from mpicoll.errors import CollectiveCheckError
+from mpicoll.errors import CollectiveCheckError, spans
 
 # The order fields are reported in.
 FIELDS = ("stage", "collective", "algorithm", "dtype", "count", "op", "root",
@@ -148,18 +148,6 @@ def said(values: list, shown) -> str:
     ordered = sorted(who.values(), key=lambda item: (len(item[1]), item[1]))
     return "; ".join(f"{text} on {'ranks' if len(qs) > 1 else 'rank'} "
                      f"{spans(qs)}" for text, qs in ordered)
-
-
-def spans(ranks: list[int]) -> str:
-    """``[0, 1, 2, 5]`` as ``0-2, 5``."""
-    out, start = [], None
-    for i, q in enumerate(ranks):
-        if start is None:
-            start = q
-        if i + 1 == len(ranks) or ranks[i + 1] != q + 1:
-            out.append(str(q) if q == start else f"{start}-{q}")
-            start = None
-    return ", ".join(out)
 
 
 def _shown(value) -> str:

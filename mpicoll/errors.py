@@ -18,8 +18,8 @@ collective; run under ``python -m mpi4py`` so the exception aborts the job).
     │   │   └── MPIOpTypeError (also MPIArgumentError): MPI.ERR_OP
     │   ├── InvalidArgumentTypeError (also TypeError)
     │   ├── InvalidArgumentOverflowError (also OverflowError)
-    │   └── MPIArgumentError (also MPI.Exception): what MPI itself rejects
-    │       └── RootError: MPI.ERR_ROOT
+    │   ├── MPIArgumentError (also MPI.Exception): what MPI itself rejects
+    │   │   └── RootError: MPI.ERR_ROOT
     │   └── CollectiveCheckError: check mode found the ranks' calls differ
     ├── AlgorithmError (also ValueError)
     │   ├── UnknownAlgorithmError: no such name for the collective
@@ -207,3 +207,16 @@ def spec_error(exc: BaseException, where: dict) -> MpicollError:
         except TypeError:  # an incompatible layout
             _DYNAMIC[kind] = BufferSpecError
     return _DYNAMIC[kind](what, **where)
+
+
+def spans(ranks: list[int]) -> str:
+    """``[0, 1, 2, 5]`` as ``0-2, 5``: rank lists in messages stay short
+    at scale."""
+    out, start = [], None
+    for i, q in enumerate(ranks):
+        if start is None:
+            start = q
+        if i + 1 == len(ranks) or ranks[i + 1] != q + 1:
+            out.append(str(q) if q == start else f"{start}-{q}")
+            start = None
+    return ", ".join(out)

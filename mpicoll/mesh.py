@@ -34,7 +34,7 @@ from mpi4py import MPI
 
 from mpicoll.comm import Comm
 from mpicoll.process_group import ProcessGroup
-from mpicoll.errors import InvalidArgumentError
+from mpicoll.errors import InvalidArgumentError, spans
 
 
 @dataclass(frozen=True)
@@ -153,17 +153,6 @@ def _ints(seq, what) -> tuple[int, ...]:
     return out
 
 
-def _spans(ranks: list[int]) -> str:
-    """``[0, 1, 2, 5]`` as ``0-2,5``: rank lists stay short at scale."""
-    out, start = [], 0
-    for i in range(1, len(ranks) + 1):
-        if i == len(ranks) or ranks[i] != ranks[i - 1] + 1:
-            lo, hi = ranks[start], ranks[i - 1]
-            out.append(f"{lo}-{hi}" if hi > lo else str(lo))
-            start = i
-    return ",".join(out)
-
-
 class Mesh:
     """The ranks of ``comm`` (an ``MPI.Intracomm`` or ``mpicoll.Comm``,
     default ``MPI.COMM_WORLD``) as an array of ``shape`` with named
@@ -201,7 +190,7 @@ class Mesh:
                 asked.setdefault(got, []).append(q)
             raise InvalidArgumentError(
                 "the mesh differs between ranks: " + "; ".join(
-                    f"{'ranks' if len(qs) > 1 else 'rank'} {_spans(qs)}: "
+                    f"{'ranks' if len(qs) > 1 else 'rank'} {spans(qs)}: "
                     f"shape {m.shape}, names {m.names}, periods {m.periods}"
                     for m, qs in asked.items()),
                 rank=base.rank, collective="Mesh")

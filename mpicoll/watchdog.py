@@ -39,9 +39,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from mpicoll.check import spans
 from mpicoll.collectives import COLLECTIVES
-from mpicoll.errors import CollectiveTimeoutError
+from mpicoll.errors import CollectiveTimeoutError, spans
 
 ACTIONS = ("abort", "raise")
 SPIN = 1e-3  # seconds of back-to-back tests before sleeping between them

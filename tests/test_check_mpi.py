@@ -14,7 +14,8 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll import errors
-from mpicoll.check import describe, said, spans
+from mpicoll.check import describe, said
+from mpicoll.errors import spans
 
 pytestmark = pytest.mark.mpi
 WORLD = MPI.COMM_WORLD
