@@ -9,9 +9,9 @@ in-place call aliases ``send`` to this rank's own block of ``recv``.
 Also holds the components other collectives build on, all working in one
 vector ``data`` of per-rank blocks (uneven, possibly empty: block ``i`` is
 ``counts[i]`` elements at its displacement): :func:`ring_steps` and
-:func:`recursive_doubling_steps` (allreduce, van de Geijn's broadcast), and
-:func:`fold_bounds`, the block layout of the power-of-two core that the
-recursive-halving reduce-scatter shares.
+:func:`recursive_doubling_steps` (allreduce, van de Geijn's broadcast),
+which lay out the power-of-two core's blocks by
+:func:`~mpicoll.topo.fold_bounds`, as the recursive-halving reduce-scatter does.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def recursive_doubling_steps(b: ScheduleBuilder, rank: int, size: int, counts,
     (skipped with ``fold=False``, for callers that left those odd ranks
     holding both blocks already); the ``pof2`` core ranks then exchange
     ever larger ranges of blocks with partners at distance 1, 2, 4, ... (in
-    core ranks, whose blocks are contiguous, see :func:`fold_bounds`); last,
+    core ranks, whose blocks are contiguous, see
+    :func:`~mpicoll.topo.fold_bounds`); last,
     each of those odd ranks sends the whole vector back to its even rank.
     """
     pof2 = floor_pow2(size)
@@ -101,11 +102,15 @@ def _allgather(steps, rank: int, size: int, counts) -> Schedule:
 def ring(rank, size, count) -> Schedule:
     """Ring: ``p-1`` steps, each rank passing on the block it got last.
 
-    Rounds: ``p-1``. Bytes sent per rank: ``n (p-1)/p`` (``n`` the whole
-    output), bandwidth-optimal; latency ``(p-1) α`` makes it the choice for
-    long vectors. Temp memory: none; every block is received into its final
-    place. Any p. Reference: Thakur, Rabenseifner & Gropp 2005; Patarasuk &
-    Yuan 2009; MPICH ``allgather_intra_ring``.
+    Any p.
+
+    Rounds: ``p-1``.
+    Bytes sent per rank: ``n (p-1)/p`` (``n`` the whole output),
+    bandwidth-optimal; latency ``(p-1) α`` makes it the choice for long
+    vectors.
+    Temp memory: none; every block is received into its final place.
+    Reference: Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009;
+    MPICH ``allgather_intra_ring``.
 
     Trace, p=4 (rank r starts with block r): step 1: r sends block r to r+1;
     step 2: r forwards block r-1; step 3: r forwards block r-2, and now holds
@@ -118,12 +123,16 @@ def ring(rank, size, count) -> Schedule:
 def recursive_doubling(rank, size, count) -> Schedule:
     """Recursive doubling: ``log2 p`` exchanges of ever larger halves; any p by folding.
 
+    For p not a power of two, ``pof2 = floor_pow2(p)``, the ``p - pof2``
+    folded odd ranks take their even neighbour's block first and send the
+    whole vector back to it last. Any p.
+
     Rounds: ``log2 p`` for a power of two; otherwise ``floor(log2 p) + 2``
-    on the ``p - pof2`` folded odd ranks (``pof2 = floor_pow2(p)``): their
-    even neighbour's block comes in first and the whole vector goes back to
-    it last (2 rounds on the even ones), a copy of ``send`` into ``recv``
-    first. Bytes sent per rank: ``n (p-1)/p`` for a power of two; the
-    folded odd ranks send ``n`` more. Temp memory: none. Any p.
+    on the folded odd ranks (2 rounds on the even ones), after a copy of
+    ``send`` into ``recv``.
+    Bytes sent per rank: ``n (p-1)/p`` for a power of two; the folded odd
+    ranks send ``n`` more.
+    Temp memory: none.
     Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
     ``allgather_intra_recursive_doubling`` (which needs a power of two; the
     fold is MPICH's allreduce one).
@@ -139,11 +148,14 @@ def recursive_doubling(rank, size, count) -> Schedule:
 def ring_v(rank, size, count) -> Schedule:
     """Ring on blocks of any size: each rank passes on the block it got last.
 
-    :func:`ring` with ``count`` the per-rank tuple. Rounds: ``p-1`` (after
-    the copy of ``send``); an empty block travels as no message at all.
-    Bytes sent by rank ``r``: every block but rank ``r+1``'s; each step
+    :func:`ring` with ``count`` the per-rank tuple; an empty block travels
+    as no message at all. Any p and counts, zeros too.
+
+    Rounds: ``p-1`` (after the copy of ``send``).
+    Bytes sent: every block but rank ``r+1``'s by rank ``r``; each step
     lasts as long as its largest block, so uneven counts cost up to ``(p-1)
-    max(count)``. Temp memory: none. Any p and counts, zeros too.
+    max(count)``.
+    Temp memory: none.
     Reference: MPICH ``allgatherv_intra_ring``.
 
     Trace, p=4, blocks B0..B3: as :func:`ring`; with B1 empty, rank 1 sends
@@ -156,13 +168,17 @@ def ring_v(rank, size, count) -> Schedule:
 def recursive_doubling_v(rank, size, count) -> Schedule:
     """Recursive doubling on blocks of any size; any p by folding.
 
-    :func:`recursive_doubling` with ``count`` the per-rank tuple. Rounds: as
-    there (``log2 p``, or ``floor(log2 p) + 2`` on the folded odd ranks);
-    an empty range of blocks travels as no message at all. Bytes sent by a
-    core rank: its group's blocks in each step; a folded odd rank also
-    sends the whole vector at the end. Temp memory: none. Any p and counts,
-    zeros too. Reference: MPICH ``allgatherv_intra_recursive_doubling``; the
-    fold for p not a power of two is :func:`recursive_doubling`'s.
+    :func:`recursive_doubling` with ``count`` the per-rank tuple; an empty
+    range of blocks travels as no message at all. Any p and counts, zeros
+    too.
+
+    Rounds: ``log2 p`` for a power of two, else ``floor(log2 p) + 2`` on
+    the folded odd ranks.
+    Bytes sent: its group's blocks in each step by a core rank; a folded
+    odd rank also sends the whole vector at the end.
+    Temp memory: none.
+    Reference: MPICH ``allgatherv_intra_recursive_doubling``; the fold for
+    p not a power of two is :func:`recursive_doubling`'s.
 
     Trace, p=4, blocks B0..B3: step 1: pairs (0,1), (2,3) swap their
     blocks; step 2: pairs (0,2), (1,3) swap ``B0 B1`` and ``B2 B3``.
@@ -177,10 +193,12 @@ def bruck(rank, size, count) -> Schedule:
     Rank ``r`` gathers blocks ``r, r+1, ..., r+p-1`` (mod p) in that order in
     a scratch vector: in round ``k`` (distance ``d = 2^k``) it sends the
     first ``min(d, p-d)`` blocks it holds to ``r-d`` and appends as many
-    from ``r+d``. Two copies then rotate the scratch into ``recv``.
+    from ``r+d``. Two copies then rotate the scratch into ``recv``. Any p.
+
     Rounds: ``ceil(log2 p)`` for every p (the latency-optimal choice for
-    short vectors when p is not a power of two). Bytes sent per rank:
-    ``n (p-1)/p``. Temp memory: ``count * p`` elements (none for p=1).
+    short vectors when p is not a power of two).
+    Bytes sent per rank: ``n (p-1)/p``.
+    Temp memory: ``count * p`` elements (none for p=1).
     Reference: Bruck, Ho, Kipnis, Upfal & Weathersby 1997; Thakur,
     Rabenseifner & Gropp 2005; MPICH ``allgather_intra_brucks``.
 

@@ -39,11 +39,12 @@ def recursive_doubling(rank, size, count, *, commutative) -> Schedule:
     rank above and gets the result back at the end) gives every core rank a
     contiguous range of ranks, so the result is exactly
     ``x0 op x1 op ... op x{p-1}`` for any associative op.
+
     Rounds: ``log2 p`` for a power of two, else ``floor(log2 p) + 2`` on the
     folded odd ranks (2 on the even ones, ``floor(log2 p)`` on the rest).
     Bytes sent per rank: ``n log2 p`` (latency-optimal; the choice for
-    short vectors). Temp memory: ``count`` elements (none on the folded even
-    ranks).
+    short vectors).
+    Temp memory: ``count`` elements (none on the folded even ranks).
     Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
     ``allreduce_intra_recursive_doubling``.
 
@@ -101,14 +102,16 @@ def _reduce_scatter_allgather(reduce_scatter_steps, allgather_steps, counts,
 def ring(rank, size, count, *, commutative) -> Schedule:
     """Ring: ring reduce-scatter then ring allgather, ``2(p-1)`` steps.
 
-    The vector is cut into ``p`` near-equal blocks. Rounds: ``2(p-1)``.
-    Bytes sent per rank: ``2n (p-1)/p``, bandwidth-optimal (the choice for
-    long vectors). Temp memory: one block (``ceil(count/p)`` elements), where
-    incoming partial sums land; the partial sums themselves live in
-    ``recv``. Commutative ops only; any p.
-    Reference: Patarasuk & Yuan 2009; Thakur, Rabenseifner & Gropp 2005.
-    See :func:`mpicoll.coll.reduce_scatter.ring_steps` and
+    The vector is cut into ``p`` near-equal blocks. Commutative ops only;
+    any p. See :func:`mpicoll.coll.reduce_scatter.ring_steps` and
     :func:`mpicoll.coll.allgather.ring_steps`.
+
+    Rounds: ``2(p-1)``.
+    Bytes sent per rank: ``2n (p-1)/p``, bandwidth-optimal (the choice for
+    long vectors).
+    Temp memory: one block (``ceil(count/p)`` elements), where incoming
+    partial sums land; the partial sums themselves live in ``recv``.
+    Reference: Patarasuk & Yuan 2009; Thakur, Rabenseifner & Gropp 2005.
 
     Trace, p=4, blocks B0..B3: steps 1-3 (reduce-scatter): rank r sends
     the partial sum of block r-k to r+1 and adds its share to the block
@@ -128,15 +131,18 @@ def rabenseifner(rank, size, count, *, commutative) -> Schedule:
     per rank of the power-of-two core (folded even ranks get none: they hand
     their whole vector to the odd rank above first, and get the result back
     last, as in MPICH; the fold between the two halves is skipped).
-    Rounds: ``2 log2 p`` for a power of two, else ``2 floor(log2 p) + 2``
-    on the folded odd ranks (2 on the even ones). Bytes sent per rank:
-    ``2n (pof2-1)/pof2``, plus ``n`` on the folded ranks. Temp memory: about
-    ``count/2`` elements (``count`` on folded odd ranks, none on folded even
-    ones); partial sums live in ``recv``. Commutative ops only; any p.
-    Reference: Rabenseifner 2004; Thakur, Rabenseifner & Gropp 2005; MPICH
-    ``allreduce_intra_reduce_scatter_allgather``. See
+    Commutative ops only; any p. See
     :func:`mpicoll.coll.reduce_scatter.recursive_halving_steps` and
     :func:`mpicoll.coll.allgather.recursive_doubling_steps`.
+
+    Rounds: ``2 log2 p`` for a power of two, else ``2 floor(log2 p) + 2``
+    on the folded odd ranks (2 on the even ones).
+    Bytes sent per rank: ``2n (pof2-1)/pof2``, plus ``n`` on the folded
+    ranks.
+    Temp memory: about ``count/2`` elements (``count`` on folded odd ranks,
+    none on folded even ones); partial sums live in ``recv``.
+    Reference: Rabenseifner 2004; Thakur, Rabenseifner & Gropp 2005; MPICH
+    ``allreduce_intra_reduce_scatter_allgather``.
 
     Trace, p=4, blocks B0..B3: step 1: pairs (0,2), (1,3) swap halves and
     reduce (0,1 keep B0,B1; 2,3 keep B2,B3); step 2: pairs (0,1), (2,3) swap
@@ -156,14 +162,18 @@ def rabenseifner(rank, size, count, *, commutative) -> Schedule:
 def reduce_bcast(rank, size, count, *, commutative) -> Schedule:
     """Binomial reduce to rank 0, then binomial broadcast from it; any op.
 
-    Rounds: ``2 ceil(log2 p)`` along the deepest path. Bytes sent per rank:
-    up to ``n ceil(log2 p)`` (rank 0 in the broadcast). Temp memory: none on
-    leaves, up to ``count`` elements on inner ranks (their partial sums live
-    in ``recv``). Non-commutative ops fold in rank order. Simple and
-    dependable; rarely the fastest.
+    Non-commutative ops fold in rank order. Simple and dependable; rarely
+    the fastest. See :func:`mpicoll.coll.reduce.binomial_steps` and
+    :func:`mpicoll.coll.bcast.binomial_steps`.
+
+    Rounds: ``ceil(log2 p) + floor(log2 p)`` along the deepest path (the
+    reduce receives one child per round, the broadcast sends to all
+    children in one): ``2 log2 p`` for a power of two.
+    Bytes sent per rank: up to ``n ceil(log2 p)`` (rank 0 in the broadcast).
+    Temp memory: none on leaves, up to ``count`` elements on inner ranks
+    (their partial sums live in ``recv``).
     Reference: Thakur, Rabenseifner & Gropp 2005 (the baseline the others
-    beat). See :func:`mpicoll.coll.reduce.binomial_steps`
-    and :func:`mpicoll.coll.bcast.binomial_steps`.
+    beat).
 
     Trace, p=4: reduce: 1 sends to 0 and 3 to 2; 2 sends ``x2 op x3`` to 0;
     broadcast: 0 sends the result to 2, then 0 and 2 send it to 1 and 3.

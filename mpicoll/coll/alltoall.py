@@ -62,12 +62,16 @@ def _pairwise(rank, size, bounds) -> Schedule:
 def linear(rank, size, count) -> Schedule:
     """All ``p-1`` sends and receives posted at once, then the own block copied.
 
-    Rounds: 1. Bytes sent per rank: ``n (p-1)/p`` (``n`` the whole send
-    buffer), every block straight from ``send`` into its place in ``recv``,
-    in ``p-1`` messages; sends go to ``r+1, r+2, ...`` and receives come
-    from ``r-1, r-2, ...`` so that no rank is everyone's first target.
-    Temp memory: none. Any p. Lets MPI overlap everything, at the price of
-    ``2(p-1)`` outstanding requests per rank (and congestion on large p).
+    Sends go to ``r+1, r+2, ...`` and receives come from ``r-1, r-2, ...``
+    so that no rank is everyone's first target. Any p. Lets MPI overlap
+    everything, at the price of ``2(p-1)`` outstanding requests per rank
+    (and congestion on large p).
+
+    Rounds: 1.
+    Bytes sent per rank: ``n (p-1)/p`` (``n`` the whole send buffer), every
+    block straight from ``send`` into its place in ``recv``, in ``p-1``
+    messages.
+    Temp memory: none.
     Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
     ``alltoall_intra_scattered`` (unbatched); Open MPI ``basic_linear``.
 
@@ -81,12 +85,15 @@ def linear(rank, size, count) -> Schedule:
 def pairwise(rank, size, count) -> Schedule:
     """Pairwise exchange: in step ``i`` send to ``r+i``, receive from ``r-i``.
 
-    Rounds: ``p-1`` (the own block is copied during the last). Bytes sent
-    per rank: ``n (p-1)/p``, one block per step straight from ``send`` into
-    its place in ``recv``. Temp memory: none. Any p; shifts for every p
-    (MPICH pairs ``r`` with ``r XOR i`` for powers of two, which costs the
-    same here). One message in flight each way per rank: the choice for
-    long messages. Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
+    Any p; shifts for every p (MPICH pairs ``r`` with ``r XOR i`` for
+    powers of two, which costs the same here). One message in flight each
+    way per rank: the choice for long messages.
+
+    Rounds: ``p-1`` (the own block is copied during the last).
+    Bytes sent per rank: ``n (p-1)/p``, one block per step straight from
+    ``send`` into its place in ``recv``.
+    Temp memory: none.
+    Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
     ``alltoall_intra_pairwise``.
 
     Trace, p=4, rank 1: step 1: block 2 to rank 2, block 0 from rank 0;
@@ -100,16 +107,18 @@ def pairwise(rank, size, count) -> Schedule:
 def linear_v(rank, size, count) -> Schedule:
     """All ``p-1`` sends and receives of blocks of any size posted at once.
 
-    :func:`linear` with ``count`` the matrix. Rounds: 1 (then the own block
-    copied). Bytes sent by rank ``r``: its row ``count[r]`` but the
-    diagonal, every block straight from ``send`` into its place in
-    ``recv``; an empty block travels as no message at all. Temp memory:
-    none. Any p and matrix, zeros too. A rank reads only its row (its send
-    counts) and its column (its receive counts), just what MPI's alltoallv
-    gives it; every rank passes the same whole matrix, which the MPI layer
-    assembles. Reference: MPICH
-    ``alltoallv_intra_scattered`` (unbatched); Open MPI ``basic_linear``
-    alltoallv.
+    :func:`linear` with ``count`` the matrix; an empty block travels as no
+    message at all. Any p and matrix, zeros too. A rank reads only its row
+    (its send counts) and its column (its receive counts), just what MPI's
+    alltoallv gives it; every rank passes the same whole matrix, which the
+    MPI layer assembles.
+
+    Rounds: 1 (then the own block copied).
+    Bytes sent: its row ``count[r]`` but the diagonal by rank ``r``, every
+    block straight from ``send`` into its place in ``recv``.
+    Temp memory: none.
+    Reference: MPICH ``alltoallv_intra_scattered`` (unbatched); Open MPI
+    ``basic_linear`` alltoallv.
 
     Trace, p=4, rank 1: posts sends of its blocks for ranks 2, 3, 0 and
     receives from ranks 0, 3, 2 into its blocks from them (offsets the
@@ -122,12 +131,15 @@ def linear_v(rank, size, count) -> Schedule:
 def pairwise_v(rank, size, count) -> Schedule:
     """Pairwise exchange of blocks of any size: in step ``i`` to ``r+i``, from ``r-i``.
 
-    :func:`pairwise` with ``count`` the matrix. Rounds: at most ``p-1`` (a
-    step in which both blocks are empty drops out; the own block is copied
-    during the last). Bytes sent by rank ``r``: its row ``count[r]`` but
-    the diagonal, one block per step straight from ``send`` into its place
-    in ``recv``. Temp memory: none. Any p and matrix, zeros too; the matrix
-    as for :func:`linear_v`. Each step lasts as long as its largest block.
+    :func:`pairwise` with ``count`` the matrix. Any p and matrix, zeros
+    too; the matrix as for :func:`linear_v`. Each step lasts as long as its
+    largest block.
+
+    Rounds: ``p-1`` at most (a step in which both blocks are empty drops
+    out; the own block is copied during the last).
+    Bytes sent: its row ``count[r]`` but the diagonal by rank ``r``, one
+    block per step straight from ``send`` into its place in ``recv``.
+    Temp memory: none.
     Reference: Open MPI ``ompi_coll_base_alltoallv_intra_pairwise``.
 
     Trace, p=4, rank 1: step 1: its block for 2 to rank 2, the block from 0
@@ -172,14 +184,15 @@ def bruck(rank, size, count) -> Schedule:
     block ``r-i``, is where nothing but position ``i`` ever lands: a block
     that skips the next round waits there, and at its last hop lands there
     for good, so nothing is rotated after either; a message of one block is
-    received straight into it.
+    received straight into it. Any p.
+
     Rounds: ``ceil(log2 p)``; one message per round (two in the first on
-    ranks whose blocks wrap). Bytes sent per rank: ``count`` times the
-    number of set bits in ``1 .. p-1``, about ``n log2(p) / 2`` (``n`` the
-    whole send buffer): latency-optimal for short blocks, wasteful for long
-    ones. Temp memory: two buffers of the largest round (landing,
-    packing), at most ``count * floor(p/2)`` elements each; none for
-    ``p <= 3``. Any p.
+    ranks whose blocks wrap).
+    Bytes sent per rank: ``count`` times the number of set bits in
+    ``1 .. p-1``, about ``n log2(p) / 2`` (``n`` the whole send buffer):
+    latency-optimal for short blocks, wasteful for long ones.
+    Temp memory: two buffers of the largest round (landing, packing), at
+    most ``count * floor(p/2)`` elements each; none for ``p <= 3``.
     Reference: Bruck, Ho, Kipnis, Upfal & Weathersby 1997; Thakur,
     Rabenseifner & Gropp 2005; MPICH ``alltoall_intra_brucks`` (which
     rotates first, takes the smallest distance first, and rotates back).

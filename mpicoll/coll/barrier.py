@@ -18,8 +18,11 @@ def dissemination(rank, size, count) -> Schedule:
 
     In round ``k`` rank ``r`` signals ``r + 2^k`` and waits for ``r - 2^k``
     (mod p); after round ``k`` a rank knows that ``2^(k+1)`` ranks have
-    entered. Rounds: ``ceil(log2 p)``, one send and one receive each, any p.
-    Bytes: none. Temp memory: none.
+    entered. Any p.
+
+    Rounds: ``ceil(log2 p)``, one send and one receive each.
+    Bytes sent: none (zero-length messages).
+    Temp memory: none.
     Reference: Hensgen, Finkel & Manber 1988; MPICH ``barrier_intra_dissemination``.
 
     Trace, p=4: round 1: r signals r+1; round 2: r signals r+2.
@@ -39,9 +42,12 @@ def binomial(rank, size, count) -> Schedule:
 
     A rank waits for all its children (one round), signals its parent and
     waits for the release in the same round, then releases its children.
-    Rounds: 1 on a leaf, 3 on an inner rank, 2 on rank 0; ``2 ceil(log2 p)``
-    along the deepest path. Bytes: none (2 zero-length messages per tree
-    edge). Temp memory: none.
+    Any p.
+
+    Rounds: ``2 floor(log2 p)`` along the deepest path (up the tree and
+    down again); 1 on a leaf, 3 on an inner rank, 2 on rank 0.
+    Bytes sent: none (2 zero-length messages per tree edge).
+    Temp memory: none.
     Reference: MPICH's binomial gather/bcast barrier; Thakur, Rabenseifner
     & Gropp 2005.
 

@@ -18,8 +18,11 @@ from mpicoll.topo import binomial_children, binomial_parent, block_partition
 def linear(rank, size, count, *, root) -> Schedule:
     """The root sends the whole vector to every other rank at once.
 
-    Rounds: 1 (the root posts ``p-1`` sends together). Bytes sent: ``(p-1) n``
-    by the root, none elsewhere. Temp memory: none. Any size and count.
+    Any size and count.
+
+    Rounds: 1 (the root posts ``p-1`` sends together).
+    Bytes sent: ``(p-1) n`` by the root, none elsewhere.
+    Temp memory: none.
     Reference: Open MPI's ``basic_linear`` bcast.
 
     Trace, p=4, root 0: round 1: 0 sends to 1, 2 and 3.
@@ -51,11 +54,15 @@ def binomial_steps(b: ScheduleBuilder, rank: int, size: int, root: int,
 
 @register("bcast", "binomial")
 def binomial(rank, size, count, *, root) -> Schedule:
-    """Binomial-tree broadcast: ``ceil(log2 p)`` steps, best for short vectors.
+    """Binomial-tree broadcast: a tree of depth ``log2 p``, best for short vectors.
 
-    Rounds: at most 2 per rank (receive, then send to every child), ``ceil(log2
-    p)`` along the deepest path. Bytes sent: ``n`` per child, ``n log2 p`` by
-    the root. Temp memory: none. Any size and count.
+    Any size and count.
+
+    Rounds: ``floor(log2 p)`` along the deepest path, at most 2 per rank
+    (receive, then send to every child; the root's ``ceil(log2 p)`` sends
+    share one round).
+    Bytes sent: ``n`` per child, ``n ceil(log2 p)`` by the root.
+    Temp memory: none.
     Reference: Thakur, Rabenseifner & Gropp 2005; MPICH ``bcast_intra_binomial``.
 
     Trace, p=4, root 0: 0 sends to 2 then 1; 2 receives, then sends to 3.
@@ -76,10 +83,15 @@ def scatter_allgather(rank, size, count, *, root, allgather) -> Schedule:
     ``i`` to rank ``i`` and an allgather (param ``allgather``: ``"ring"``, the
     default, as MPICH uses for long vectors, or ``"recursive_doubling"``,
     fewer rounds for medium vectors) completes every rank's copy, all in
-    ``recv``. Rounds: ``ceil(log2 p)`` + ``p-1`` (ring) or + ``log2 p``.
+    ``recv``.
+
+    Rounds: ``floor(log2 p) + p-1`` with the ring allgather, ``2 log2 p``
+    with recursive doubling for a power of two (the scatter's tree depth
+    plus the allgather's rounds).
     Bytes sent: about ``n (p-1)/p`` by the root in the scatter and
     ``n (p-1)/p`` per rank in the allgather: ``2n`` against binomial's
-    ``n log2 p``, so it pays off for long vectors. Temp memory: none.
+    ``n log2 p``, so it pays off for long vectors.
+    Temp memory: none.
     Reference: Barnett, Shuler, van de Geijn et al. 1994; Thakur,
     Rabenseifner & Gropp 2005; MPICH ``bcast_intra_scatter_ring_allgather``.
 
@@ -109,8 +121,12 @@ def pipelined(rank, size, count, *, root, segment) -> Schedule:
     ceil(count/segment)`` segments, an inner rank takes ``k+1`` rounds,
     receiving segment ``j`` while forwarding segment ``j-1``; the root posts
     all its sends and the last rank all its receives in one round, since
-    messages between a pair match in posting order. Time ``(p-2+k)`` segment
-    steps. Bytes sent: ``n`` per rank but the last. Temp memory: none.
+    messages between a pair match in posting order.
+
+    Rounds: ``p-2+k`` along the chain, ``k = ceil(count/segment)``; ``k+1``
+    per inner rank, 1 on the root and on the last rank.
+    Bytes sent: ``n`` per rank but the last.
+    Temp memory: none.
     Reference: Open MPI ``bcast_intra_pipeline``/chain; Thakur, Rabenseifner
     & Gropp 2005 (pipelining).
 

@@ -39,7 +39,7 @@ def binomial_gather_steps(b: ScheduleBuilder, rank: int, size: int, root: int,
     power-of-two core of a fold); ``rank``, ``root`` and ``counts`` are then
     those of the tree.
 
-    Rounds: ``ceil(log2 p)`` along the deepest path, at most 2 per rank.
+    Rounds: ``floor(log2 p)`` along the deepest path, at most 2 per rank.
     Received by the root: ``n (p-1)/p``; temp memory: none.
     Reference: Thakur, Rabenseifner & Gropp 2005 (binomial gather); MPICH.
 
@@ -94,10 +94,13 @@ def _binomial(rank, size, counts, root) -> Schedule:
 def linear(rank, size, count, *, root) -> Schedule:
     """Every rank sends its block to the root, which receives them all at once.
 
-    Rounds: 1 (the root posts its ``p-1`` receives together, straight into
-    place, then copies its own block). Bytes sent: ``count`` per non-root;
-    the root receives ``n (p-1)/p`` (``n = count * p``). Temp memory: none.
     Any size, count and root; in place at the root.
+
+    Rounds: 1 (the root posts its ``p-1`` receives together, straight into
+    place, then copies its own block).
+    Bytes sent: ``count`` per non-root; the root receives ``n (p-1)/p``
+    (``n = count * p``).
+    Temp memory: none.
     Reference: Open MPI's ``basic_linear`` gather.
 
     Trace, p=4, root 0: round 1: 1, 2 and 3 send their blocks to 0, which
@@ -108,7 +111,7 @@ def linear(rank, size, count, *, root) -> Schedule:
 
 @register("gather", "binomial")
 def binomial(rank, size, count, *, root) -> Schedule:
-    """Binomial-tree gather: ``ceil(log2 p)`` steps, each doubling what moves on.
+    """Binomial-tree gather: ``log2 p`` levels, each doubling what moves on.
 
     A rank receives every child's subtree in one round and sends its own
     subtree to its parent in the next (:func:`binomial_gather_steps`). The
@@ -116,13 +119,16 @@ def binomial(rank, size, count, *, root) -> Schedule:
     ``send``; inner ranks first copy their block into scratch, where their
     children's blocks then land. A subtree that wraps past the last rank
     travels as two messages, so no rank rotates the vector (MPICH reorders
-    through scratch or derived datatypes at a root other than 0).
-    Rounds: at most 2 with messages per rank (after the local copy on inner
-    ranks), ``ceil(log2 p)`` along the deepest path. Bytes sent: its
-    subtree's blocks per non-root; the root receives ``n (p-1)/p``
-    (``n = count * p``). Temp memory: none on the root and on leaves,
-    ``count`` times the subtree's size (at most ``p/2``) on inner ranks.
-    Any size, count and root; in place at the root.
+    through scratch or derived datatypes at a root other than 0). Any size,
+    count and root; in place at the root.
+
+    Rounds: ``floor(log2 p)`` along the deepest path (a rank receives all
+    its children in one round), at most 2 with messages per rank (after
+    the local copy on inner ranks).
+    Bytes sent: its subtree's blocks per non-root; the root receives
+    ``n (p-1)/p`` (``n = count * p``).
+    Temp memory: none on the root and on leaves, ``count`` times the
+    subtree's size (at most ``p/2``) on inner ranks.
     Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
     ``gather_intra_binomial``.
 
@@ -137,12 +143,16 @@ def binomial(rank, size, count, *, root) -> Schedule:
 def linear_v(rank, size, count, *, root) -> Schedule:
     """Every rank sends its block, of any size, to the root, all in one round.
 
-    :func:`linear` with ``count`` the per-rank tuple. Rounds: 1 (an empty
-    block travels as no message at all). Bytes sent: ``count[r]`` by rank
-    ``r``; the root receives every block but its own. Temp memory: none.
-    Any size, counts (zeros too) and root; in place at the root. A non-root
-    only uses its own count, the root all of them: just what MPI's gatherv
-    gives each. Reference: MPICH ``gatherv_allcomm_linear``; Open MPI's
+    :func:`linear` with ``count`` the per-rank tuple (an empty block travels
+    as no message at all). Any size, counts (zeros too) and root; in place
+    at the root. A non-root only uses its own count, the root all of them:
+    just what MPI's gatherv gives each.
+
+    Rounds: 1.
+    Bytes sent: ``count[r]`` by rank ``r``; the root receives every block
+    but its own.
+    Temp memory: none.
+    Reference: MPICH ``gatherv_allcomm_linear``; Open MPI's
     ``basic_linear`` gatherv.
 
     Trace, p=4, root 0, counts (2, 0, 1, 3): round 1: 2 sends its 1
@@ -154,22 +164,25 @@ def linear_v(rank, size, count, *, root) -> Schedule:
 
 @register("gatherv", "binomial")
 def binomial_v(rank, size, count, *, root) -> Schedule:
-    """Binomial-tree gather of blocks of any size: ``ceil(log2 p)`` steps.
+    """Binomial-tree gather of blocks of any size: a tree of depth ``log2 p``.
 
     :func:`binomial` with ``count`` the per-rank tuple: subtrees travel as
     their blocks' packed range (two when they wrap past the last rank), an
     empty one as no message at all. Every rank needs the whole tuple (a
     non-root sizes its scratch and its messages by its subtree's counts),
     where MPI's gatherv gives a non-root only its own count: the MPI layer
-    exchanges the counts first, and every rank passes the same tuple.
-    Rounds: as :func:`binomial`, at most 2 with messages per rank,
-    ``ceil(log2 p)`` along the deepest path. Bytes sent: its subtree's
-    blocks per non-root; the root receives every block but its own. Temp
-    memory: none on the root and on leaves, the sum of its subtree's counts
-    on inner ranks. Any size, counts (zeros too) and root; in place at the
-    root. Reference: the binomial gather of Thakur, Rabenseifner & Gropp
-    2005 on uneven blocks (MPICH's and Open MPI's basic gatherv are linear,
-    having the counts at the root only).
+    exchanges the counts first, and every rank passes the same tuple. Any
+    size, counts (zeros too) and root; in place at the root.
+
+    Rounds: ``floor(log2 p)`` along the deepest path, at most 2 with
+    messages per rank, as :func:`binomial`.
+    Bytes sent: its subtree's blocks per non-root; the root receives every
+    block but its own.
+    Temp memory: none on the root and on leaves, the sum of its subtree's
+    counts on inner ranks.
+    Reference: the binomial gather of Thakur, Rabenseifner & Gropp 2005 on
+    uneven blocks (MPICH's and Open MPI's basic gatherv are linear, having
+    the counts at the root only).
 
     Trace, p=4, root 0, counts (2, 0, 1, 3): 2 copies its 1 element into
     scratch; round 1: 3 sends its 3 elements to 2 (1 sends nothing); round

@@ -109,15 +109,17 @@ def hierarchical(rank, size, count, *, commutative, nodes) -> Schedule:
     the node; only ``n/L`` per rank crosses nodes. See
     :func:`two_level_allreduce`; uneven nodes and non-commutative ops as in
     the module docstring (any op, any placement).
-    Rounds, ``m`` nodes of ``L``: ``2(L-1)`` inside plus
-    ``2 log2 m`` across (``+2`` if m is not a power of two; recursive
-    doubling, ``log2 m``, for a non-commutative op); a rank of a smaller
-    node runs one cross-node allreduce per piece of its block. Bytes sent
-    per rank: ``2n (L-1)/L`` inside the node, ``2 (n/L)(m-1)/m`` across
-    (``(n/L) log2 m`` for a non-commutative op). Temp memory: one block
-    (``n/L``) for the ring's landing, about half a block for the
-    Rabenseifner stage; non-commutative: the reduced block, the pairwise
-    landing blocks and a block for recursive doubling.
+
+    Rounds: ``2(L-1) + 2 floor(log2 m)`` on ``m`` nodes of ``L``: ``2(L-1)``
+    inside, ``2 floor(log2 m)`` across, ``+2`` if m is not a power of two
+    (recursive doubling, ``floor(log2 m)``, ``+2`` likewise, for a
+    non-commutative op); a rank of a smaller node runs one cross-node
+    allreduce per piece of its block.
+    Bytes sent per rank: ``2n (L-1)/L`` inside the node, ``2 (n/L)(m-1)/m``
+    across (``(n/L) log2 m`` for a non-commutative op).
+    Temp memory: one block (``n/L``) for the ring's landing, about half a
+    block for the Rabenseifner stage; non-commutative: the reduced block,
+    the pairwise landing blocks and a block for recursive doubling.
     Reference: Horovod's hierarchical allreduce (NCCL reduce-scatter, MPI
     allreduce across nodes, NCCL allgather; Sergeev & Del Balso 2018);
     Open MPI ``coll/han``.
@@ -148,12 +150,15 @@ def hierarchical_reduce_bcast(rank, size, count, *, commutative,
     reduce inside the node (:func:`mpicoll.coll.reduce.binomial_steps`),
     recursive-doubling allreduce among the leaders, binomial broadcast
     inside the node. Any op, any placement.
-    Rounds, ``m`` nodes of ``L``: ``2 ceil(log2 L)`` inside plus ``log2 m``
-    across (``+2`` if m is not a power of two). Bytes sent: ``n`` per
-    non-leader to its parent, ``n log2 m`` per leader across nodes,
-    ``n`` per child in the broadcast. Temp memory: ``count`` on ranks with
-    children in the reduction tree (where children's vectors land), and
-    ``count`` more on the leaders of several nodes (recursive doubling).
+
+    Rounds: ``ceil(log2 L) + floor(log2 L) + floor(log2 m)`` on ``m`` nodes
+    of ``L``: the reduce and the broadcast inside, recursive doubling
+    across (``+2`` if m is not a power of two).
+    Bytes sent: ``n`` per non-leader to its parent, ``n log2 m`` per leader
+    across nodes, ``n`` per child in the broadcast.
+    Temp memory: ``count`` on ranks with children in the reduction tree
+    (where children's vectors land), and ``count`` more on the leaders of
+    several nodes (recursive doubling).
     Reference: MPICH ``MPIR_Allreduce_intra_smp``; Open MPI ``coll/han``.
 
     Trace, p=4 in nodes of 2 (``(0, 0, 1, 1)``): 1 sends ``x1`` to 0, 3
@@ -184,10 +189,14 @@ def hierarchical_bcast(rank, size, count, *, root, nodes) -> Schedule:
     The root stands in for its own node's leader (no extra hop); every
     other node's leader is its lowest rank. Both stages are
     :func:`mpicoll.coll.bcast.binomial_steps`, so each byte crosses to a
-    node once. Rounds: ``ceil(log2 m)`` across ``m`` nodes, then
-    ``ceil(log2 L)`` inside a node of ``L``. Bytes sent: ``n`` per child
-    (the root ``n ceil(log2 m)`` across nodes plus its children inside).
-    Temp memory: none. Any root, nodes and placement.
+    node once. Any root, nodes and placement.
+
+    Rounds: ``floor(log2 m) + floor(log2 L)`` on ``m`` nodes of ``L``
+    along the deepest path: across the nodes, then inside them (a
+    binomial tree's sends to all children share one round).
+    Bytes sent: ``n`` per child (the root ``n ceil(log2 m)`` across nodes
+    plus its children inside).
+    Temp memory: none.
     Reference: MPICH ``MPIR_Bcast_intra_smp``; Open MPI ``coll/han``.
 
     Trace, p=4 in nodes of 2 (``(0, 0, 1, 1)``), root 1: 1 sends to 2
@@ -238,13 +247,15 @@ def hierarchical_allgather(rank, size, count, *, nodes) -> Schedule:
     member, so each member's classes are one contiguous block of the
     node's allgather; when that layout is not rank order (nodes of
     consecutive ranks, for instance) it lives in scratch and local copies
-    put the blocks in place.
-    Rounds, ``m`` nodes of ``L``: ``m-1`` across, then ``L-1`` inside (a
-    stand-in: ``m-1`` per class). Bytes sent per rank: ``(m-1)`` blocks
-    across nodes, ``m (L-1)`` blocks inside, ``n (p-1)/p`` in all (``n`` the
-    output) as for the flat ring. Temp memory: ``n`` elements and one pass
-    of local copies, none where the layout is rank order (one node, one
-    rank per node, round-robin placement). Any nodes and placement.
+    put the blocks in place. Any nodes and placement.
+
+    Rounds: ``(m-1) + (L-1)`` on ``m`` nodes of ``L``: ``m-1`` across,
+    then ``L-1`` inside (a stand-in: ``m-1`` per class).
+    Bytes sent per rank: ``(m-1)`` blocks across nodes, ``m (L-1)`` blocks
+    inside, ``n (p-1)/p`` in all (``n`` the output) as for the flat ring.
+    Temp memory: ``n`` elements and one pass of local copies, none where
+    the layout is rank order (one node, one rank per node, round-robin
+    placement).
     Reference: Sack & Gropp 2012 (allgather one dimension after the other);
     Thakur, Rabenseifner & Gropp 2005 (ring).
 

@@ -30,12 +30,14 @@ from mpicoll.topo import (
 def linear(rank, size, count, *, root, commutative) -> Schedule:
     """Every rank sends to the root, which folds the vectors in one by one.
 
-    Rounds: 1 on a non-root, ``p-1`` on the root (one receive and one
-    reduction each). Bytes sent: ``n`` per non-root; the root receives
-    ``(p-1) n``. Temp memory: ``count`` elements on the root (the incoming
-    vector). Any op: the root starts from its own vector, appends the ranks
-    above it on the right, then those below it on the left, so the result
-    is exactly ``x0 op x1 op ... op x{p-1}`` for an associative op.
+    Any op: the root starts from its own vector, appends the ranks above it
+    on the right, then those below it on the left, so the result is
+    exactly ``x0 op x1 op ... op x{p-1}`` for an associative op.
+
+    Rounds: ``p-1`` on the root (one receive and one reduction each), 1 on
+    a non-root.
+    Bytes sent: ``n`` per non-root; the root receives ``(p-1) n``.
+    Temp memory: ``count`` elements on the root (the incoming vector).
     Reference: Open MPI's ``basic_linear`` reduce.
 
     Trace, p=4, root 1: 0, 2, 3 send to 1; 1 computes ``acc = x1 op x2``,
@@ -106,12 +108,14 @@ def binomial_steps(b: ScheduleBuilder, rank: int, size: int, root: int,
 def binomial(rank, size, count, *, root, commutative) -> Schedule:
     """Binomial-tree reduction: ``ceil(log2 p)`` steps, any op.
 
+    Non-commutative ops fold in rank order (see :func:`binomial_steps`).
+
     Rounds: ``ceil(log2 p)`` on the root, one per child plus one to the
     parent elsewhere (plus one on rank 0 and the root for a non-commutative
-    op with root != 0). Bytes sent: ``n`` per non-root. Temp memory: none on
-    leaves, ``count`` on the root and on ranks with one child, ``2 count`` on
-    other inner ranks. Non-commutative ops fold in rank order (see
-    :func:`binomial_steps`).
+    op with root != 0).
+    Bytes sent: ``n`` per non-root.
+    Temp memory: none on leaves, ``count`` on the root and on ranks with
+    one child, ``2 count`` on other inner ranks.
     Reference: Thakur, Rabenseifner & Gropp 2005; MPICH ``reduce_intra_binomial``.
 
     Trace, p=4, root 0: round 1: 1 sends to 0, 3 sends to 2, both of which
@@ -136,15 +140,19 @@ def rabenseifner(rank, size, count, *, root, commutative) -> Schedule:
     does not unfold: the ``pof2 = floor_pow2(p)`` core ranks gather the
     merged blocks, and a folded root (an even rank below ``2 (p - pof2)``)
     gets the whole result from the odd rank above it at the end.
-    Rounds: ``log2 pof2`` in the reduce-scatter (plus 1 on folded ranks),
-    at most 2 in the gather (``log2 pof2`` along its deepest path), plus 1 on
-    a folded root and the rank it folded into.
+    Commutative ops only.
+
+    Rounds: ``2 log2 p`` for a power of two: ``log2 pof2`` in the
+    reduce-scatter (plus 1 on folded ranks), at most 2 in the gather
+    (``log2 pof2`` along its deepest path), plus 1 on a folded root and the
+    rank it folded into.
     Bytes sent per rank: about ``n (p-1)/p`` in the reduce-scatter (``n``
     from a folded rank), and the root receives about ``n (p-1)/p`` in the
     gather: about ``2n`` in all at the root against binomial's ``n log2 p``,
-    which pays off for long vectors. Temp memory: ``count`` elements plus the
-    reduce-scatter's landing half (about ``count/2``) on core ranks, just the
-    landing half on the root, none on folded non-roots. Commutative ops only.
+    which pays off for long vectors.
+    Temp memory: ``count`` elements plus the reduce-scatter's landing half
+    (about ``count/2``) on core ranks, just the landing half on the root,
+    none on folded non-roots.
     Reference: Rabenseifner 2004; Thakur, Rabenseifner & Gropp 2005; MPICH
     ``reduce_intra_reduce_scatter_gather``.
 

@@ -6,7 +6,7 @@ uneven, possibly zero). Builders get the per-rank ``counts`` tuple as
 ``count``. Buffers: ``send`` holds the whole vector (``sum(counts)``
 elements, block ``i`` at its displacement), ``recv`` this rank's
 ``counts[rank]``. In-place calls are staged through a copy by the layer
-above (:data:`~mpicoll.schedule.layout.INPLACE_ALIASED`), so here ``send``
+above (:mod:`mpicoll.schedule.layout`), so here ``send``
 and ``recv`` never alias.
 
 Also holds the components allreduce and reduce build on,
@@ -101,7 +101,7 @@ def recursive_halving_steps(b: ScheduleBuilder, rank: int, size: int, counts,
     ranks sends its whole vector to the odd rank above it, which reduces it
     into its own and stands for both in the power-of-two core (core ranks
     own contiguous rank ranges, so their blocks merge, see
-    :func:`~mpicoll.coll.allgather.fold_bounds`). In core step ``k`` a
+    :func:`~mpicoll.topo.fold_bounds`). In core step ``k`` a
     rank and its partner at core distance ``pof2 / 2^(k+1)`` split the range
     of blocks they both still cover: each sends the half holding the
     partner's blocks and reduces the other half with what it receives. Last,
@@ -210,13 +210,15 @@ def _reduce_scatter(steps, rank: int, size: int, counts) -> Schedule:
 def ring(rank, size, count, *, commutative) -> Schedule:
     """Ring: ``p-1`` steps, a partial sum of each block travelling round the ring.
 
-    Rounds: ``p-1``. Bytes sent per rank: ``n (p-1)/p`` (``n`` the whole
-    input), bandwidth-optimal. Temp memory: two blocks (one where partial
-    sums land, one where they are summed: ``2 count`` elements for
-    ``reduce_scatter_block``); none for p=2, as the last message lands in
-    ``recv``. Commutative ops only; any p, any counts.
+    Commutative ops only; any p, any counts. See :func:`ring_steps`.
+
+    Rounds: ``p-1``.
+    Bytes sent per rank: ``n (p-1)/p`` (``n`` the whole input),
+    bandwidth-optimal.
+    Temp memory: two blocks (one where partial sums land, one where they
+    are summed: ``2 count`` elements for ``reduce_scatter_block``); none for
+    p=2, as the last message lands in ``recv``.
     Reference: Patarasuk & Yuan 2009; Thakur, Rabenseifner & Gropp 2005.
-    See :func:`ring_steps`.
 
     Trace, p=4, rank 1: step 1: sends its block 0 to 2, receives x0's block 3
     from 0 and adds its own; step 2: passes that on, receives block 2
@@ -231,17 +233,20 @@ def ring(rank, size, count, *, commutative) -> Schedule:
 def recursive_halving(rank, size, count, *, commutative) -> Schedule:
     """Recursive halving: ``log2 p`` exchanges of halves of halves; any p by folding.
 
+    For p not a power of two, the ``p - pof2`` folded odd ranks each take
+    their even neighbour's whole vector first and send it its block last.
+    Commutative ops only (the core's halving does not keep rank order); any
+    p, any counts. See :func:`recursive_halving_steps`.
+
     Rounds: ``log2 p`` for a power of two; otherwise ``floor(log2 p) + 2``
-    on the ``p - pof2`` folded odd ranks (each takes its even neighbour's
-    whole vector first and sends it its block last; 2 rounds on the even
-    one) and ``floor(log2 p)`` on the others. Bytes sent per rank: ``n (p-1)/p`` for
-    a power of two (``n`` the whole input); a folded even rank sends ``n``.
-    Temp memory: about ``3n/4`` (``n/2`` for p=4, none for p=2; ``3n/2``
-    on folded odd ranks, none on folded even ones). Commutative ops only
-    (the core's halving does not keep rank order); any p, any counts.
+    on the folded odd ranks (2 on the even ones) and ``floor(log2 p)`` on
+    the others.
+    Bytes sent per rank: ``n (p-1)/p`` for a power of two (``n`` the whole
+    input); a folded even rank sends ``n``.
+    Temp memory: about ``3n/4`` (``n/2`` for p=4, none for p=2; ``3n/2`` on
+    folded odd ranks, none on folded even ones).
     Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
-    ``reduce_scatter_intra_recursive_halving``. See
-    :func:`recursive_halving_steps`.
+    ``reduce_scatter_intra_recursive_halving``.
 
     Trace, p=4, blocks B0..B3: step 1: pairs (0,2) and (1,3) swap halves;
     0 and 1 keep B0,B1 reduced over two ranks, 2 and 3 B2,B3; step 2: pairs
@@ -262,11 +267,13 @@ def pairwise(rank, size, count, *, commutative) -> Schedule:
     (``x_{r-i} op ... op x_r``), the second to a right fold in scratch
     (``x_{r+1} op ... op x_{p-1}``), and ``recv = left op right`` at the end,
     so the result is exactly ``x0 op x1 op ... op x{p-1}``. The first share
-    of each fold lands straight in its place.
-    Rounds: ``p-1``. Bytes sent per rank: ``n (p-1)/p`` (``n`` the whole
-    input). Temp memory: one block to land in (none for p=2); a
-    non-commutative op needs one more block for the right fold on ranks
-    other than the first and last. Any op, any p, any counts.
+    of each fold lands straight in its place. Any op, any p, any counts.
+
+    Rounds: ``p-1``.
+    Bytes sent per rank: ``n (p-1)/p`` (``n`` the whole input).
+    Temp memory: one block to land in (none for p=2); a non-commutative op
+    needs one more block for the right fold on ranks other than the first
+    and last.
     Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
     ``reduce_scatter_intra_pairwise``.
 

@@ -24,13 +24,15 @@ def scan_linear(rank, size, count, *, commutative) -> Schedule:
 
     Rank ``r`` receives ``x0 op ... op x(r-1)`` from ``r-1`` into scratch,
     writes ``incoming op send`` into ``recv`` and sends that to ``r+1``;
-    rank 0 sends ``send`` as it is and copies it into ``recv``.
-    Rounds: 2 per inner rank (receive, then send), ``p-1`` messages one
-    after another along the chain. Bytes sent per rank: ``n`` (none by the
-    last). Temp memory: ``count`` elements on ranks above 0. Any op, any p.
-    Reference: Open MPI ``scan_intra_linear`` (coll/base), the simplest scan:
-    latency ``(p-1) α``, but a rank may leave as soon as its own part is
-    done.
+    rank 0 sends ``send`` as it is and copies it into ``recv``. The
+    simplest scan: latency ``(p-1) α``, but a rank may leave as soon as its
+    own part is done. Any op, any p.
+
+    Rounds: ``p-1`` along the chain, one message after another; 2 per inner
+    rank (receive, then send).
+    Bytes sent per rank: ``n`` (none by the last).
+    Temp memory: ``count`` elements on ranks above 0.
+    Reference: Open MPI ``scan_intra_linear`` (coll/base).
 
     Trace, p=4: 0 sends ``x0`` to 1; 1 forms ``x0 op x1`` and sends it to
     2; 2 forms ``x0 op x1 op x2`` and sends it to 3, which forms the whole
@@ -59,10 +61,12 @@ def exscan_linear(rank, size, count, *, commutative) -> Schedule:
     then copies ``e`` into ``recv`` (the one copy an in-place call cannot
     avoid: ``e`` cannot land in ``recv`` while ``send``, its memory, is
     still to be read). The last rank receives straight into ``recv``; rank
-    0 sends ``send`` as it is.
-    Rounds: 2 per inner rank, ``p-1`` messages one after another along the
-    chain. Bytes sent per rank: ``n`` (none by the last). Temp memory:
-    ``count`` elements on inner ranks. Any op, any p.
+    0 sends ``send`` as it is. Any op, any p.
+
+    Rounds: ``p-1`` along the chain, one message after another; 2 per inner
+    rank.
+    Bytes sent per rank: ``n`` (none by the last).
+    Temp memory: ``count`` elements on inner ranks.
     Reference: Open MPI ``exscan_intra_linear`` (coll/base).
 
     Trace, p=4: 0 sends ``x0`` to 1; 1 keeps ``x0`` and sends ``x0 op x1``
@@ -93,10 +97,11 @@ def scan_recursive_doubling(rank, size, count, *, commutative) -> Schedule:
     below its own, and prepends it: ``partial = incoming op partial``, into
     ``recv``. After the last round ``recv`` covers ``0 .. r``. The first
     send goes straight from ``send``; rank 0, which never receives, copies
-    ``send`` into ``recv``.
-    Rounds: ``ceil(log2 p)`` (Hillis–Steele / Kogge–Stone prefix). Bytes
-    sent per rank: up to ``n ceil(log2 p)``. Temp memory: ``count``
-    elements on ranks above 0. Any op (rank order kept), any p.
+    ``send`` into ``recv``. Any op (rank order kept), any p.
+
+    Rounds: ``ceil(log2 p)`` (Hillis–Steele / Kogge–Stone prefix).
+    Bytes sent per rank: up to ``n ceil(log2 p)``.
+    Temp memory: ``count`` elements on ranks above 0.
     Reference: Hillis & Steele 1986; MPICH ``scan_intra_recursive_doubling``
     and Open MPI ``scan_intra_recursivedoubling`` take the same rounds with
     ``r XOR d`` partners (both ways, so a non-commutative op costs them a
@@ -135,11 +140,13 @@ def exscan_recursive_doubling(rank, size, count, *, commutative) -> Schedule:
     sends nothing, takes it straight into ``recv``); the second in ``recv``,
     while the prefix still sits in that scratch; later ones in scratch
     again, each reduced into ``recv``. So only rank 1, whose whole prefix
-    is that first message ``x0``, copies it into ``recv``.
-    Rounds: ``ceil(log2 p)``. Bytes sent per rank: up to ``n ceil(log2
-    p)``. Temp memory: ``2 count`` elements (landing, partial) on ranks
-    ``1 .. p-3``, ``count`` on the last two (none for p=2). Any op (rank
+    is that first message ``x0``, copies it into ``recv``. Any op (rank
     order kept), any p.
+
+    Rounds: ``ceil(log2 p)``.
+    Bytes sent per rank: up to ``n ceil(log2 p)``.
+    Temp memory: ``2 count`` elements (landing, partial) on ranks
+    ``1 .. p-3``, ``count`` on the last two (none for p=2).
     Reference: Hillis & Steele 1986; MPICH ``exscan_intra_recursive_doubling``
     (``r XOR d`` partners, the partial kept apart likewise).
 

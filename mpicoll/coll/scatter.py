@@ -100,7 +100,7 @@ def binomial_scatter_steps(b: ScheduleBuilder, rank: int, size: int, root: int,
     vector travels as two messages (:func:`subtree_spans`). A non-root may
     pass a :class:`Window` as ``data``, to keep just its subtree.
 
-    Rounds: ``ceil(log2 p)`` along the deepest path, at most 2 per rank.
+    Rounds: ``floor(log2 p)`` along the deepest path, at most 2 per rank.
     Sent by the root: ``n (p-1)/p``; temp memory: none.
     Reference: Thakur, Rabenseifner & Gropp 2005 (binomial scatter); MPICH.
 
@@ -150,10 +150,14 @@ def _binomial(rank, size, counts, root) -> Schedule:
 def linear(rank, size, count, *, root) -> Schedule:
     """The root sends every rank its block at once.
 
+    Any size, count and root; in place at the root.
+
     Rounds: 1 (the root posts its ``p-1`` sends together, then copies its
-    own block). Bytes sent: ``n (p-1)/p`` by the root (``n = count * p``),
-    none elsewhere. Temp memory: none. Any size, count and root; in place at
-    the root. Reference: Open MPI's ``basic_linear`` scatter.
+    own block).
+    Bytes sent: ``n (p-1)/p`` by the root (``n = count * p``), none
+    elsewhere.
+    Temp memory: none.
+    Reference: Open MPI's ``basic_linear`` scatter.
 
     Trace, p=4, root 0: round 1: 0 sends block 1 to 1, block 2 to 2 and
     block 3 to 3, then copies block 0 into its ``recv``.
@@ -163,7 +167,7 @@ def linear(rank, size, count, *, root) -> Schedule:
 
 @register("scatter", "binomial")
 def binomial(rank, size, count, *, root) -> Schedule:
-    """Binomial-tree scatter: ``ceil(log2 p)`` steps, each halving what moves on.
+    """Binomial-tree scatter: ``log2 p`` levels, each halving what moves on.
 
     A rank receives its subtree's blocks from its parent in one round and
     hands each child its part in the next (:func:`binomial_scatter_steps`).
@@ -171,12 +175,15 @@ def binomial(rank, size, count, *, root) -> Schedule:
     ``recv``, and inner ranks keep their subtree in scratch, then copy their
     block out. A subtree that wraps past the last rank travels as two
     messages, so no rank rotates the vector (MPICH copies the whole vector
-    into scratch at a root other than 0). Rounds: at most 2 per rank,
-    ``ceil(log2 p)`` along the deepest path. Bytes sent: ``n (p-1)/p`` by
-    the root (``n = count * p``), its subtree's blocks but its own by an
-    inner rank. Temp memory: none on the root and on leaves, ``count``
-    times the subtree's size (at most ``p/2``) on inner ranks. Any size,
-    count and root; in place at the root.
+    into scratch at a root other than 0). Any size, count and root; in
+    place at the root.
+
+    Rounds: ``floor(log2 p)`` along the deepest path (a rank sends to all
+    its children in one round), at most 2 per rank.
+    Bytes sent: ``n (p-1)/p`` by the root (``n = count * p``), its
+    subtree's blocks but its own by an inner rank.
+    Temp memory: none on the root and on leaves, ``count`` times the
+    subtree's size (at most ``p/2``) on inner ranks.
     Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
     ``scatter_intra_binomial``.
 
@@ -190,11 +197,14 @@ def binomial(rank, size, count, *, root) -> Schedule:
 def linear_v(rank, size, count, *, root) -> Schedule:
     """The root sends every rank its block, of any size, at once.
 
-    :func:`linear` with ``count`` the per-rank tuple. Rounds: 1 (an empty
-    block travels as no message at all). Bytes sent: every block but its
-    own by the root, none elsewhere. Temp memory: none. Any size, counts
-    (zeros too) and root; in place at the root. A non-root only uses its
-    own count, the root all of them: just what MPI's scatterv gives each.
+    :func:`linear` with ``count`` the per-rank tuple (an empty block travels
+    as no message at all). Any size, counts (zeros too) and root; in place
+    at the root. A non-root only uses its own count, the root all of them:
+    just what MPI's scatterv gives each.
+
+    Rounds: 1.
+    Bytes sent: every block but its own by the root, none elsewhere.
+    Temp memory: none.
     Reference: MPICH ``scatterv_allcomm_linear``; Open MPI's
     ``basic_linear`` scatterv.
 
@@ -207,22 +217,25 @@ def linear_v(rank, size, count, *, root) -> Schedule:
 
 @register("scatterv", "binomial")
 def binomial_v(rank, size, count, *, root) -> Schedule:
-    """Binomial-tree scatter of blocks of any size: ``ceil(log2 p)`` steps.
+    """Binomial-tree scatter of blocks of any size: a tree of depth ``log2 p``.
 
     :func:`binomial` with ``count`` the per-rank tuple: subtrees travel as
     their blocks' packed range (two when they wrap past the last rank), an
     empty one as no message at all. Every rank needs the whole tuple (a
     non-root sizes its scratch and its messages by its subtree's counts),
     where MPI's scatterv gives a non-root only its own count: the MPI layer
-    exchanges the counts first, and every rank passes the same tuple.
-    Rounds: as :func:`binomial`, at most 2 per rank, ``ceil(log2 p)`` along
-    the deepest path. Bytes sent: every block but its own by the root, its
-    subtree's blocks but its own by an inner rank. Temp memory: none on the
-    root and on leaves, the sum of its subtree's counts on inner ranks. Any
-    size, counts (zeros too) and root; in place at the root. Reference: the
-    binomial scatter of Thakur, Rabenseifner & Gropp 2005 on uneven blocks
-    (MPICH's and Open MPI's basic scatterv are linear, having the counts at
-    the root only).
+    exchanges the counts first, and every rank passes the same tuple. Any
+    size, counts (zeros too) and root; in place at the root.
+
+    Rounds: ``floor(log2 p)`` along the deepest path, at most 2 per rank,
+    as :func:`binomial`.
+    Bytes sent: every block but its own by the root, its subtree's blocks
+    but its own by an inner rank.
+    Temp memory: none on the root and on leaves, the sum of its subtree's
+    counts on inner ranks.
+    Reference: the binomial scatter of Thakur, Rabenseifner & Gropp 2005 on
+    uneven blocks (MPICH's and Open MPI's basic scatterv are linear, having
+    the counts at the root only).
 
     Trace, p=4, root 0, counts (2, 0, 1, 3): round 1: 0 sends 4 elements
     (blocks 2,3) to 2 (nothing to 1); round 2: 2 sends its last 3 to 3 and

@@ -44,12 +44,14 @@ def torus2d(rank, size, count, *, commutative, nodes) -> Schedule:
     ``2(c-1)`` plus ``2 log2 r``. A prime p has no grid but ``1 × p``: one
     row, nothing to do along columns, and the schedule is exactly the ring
     allreduce (correct, just flat). Any op.
-    Rounds: ``2(c-1) + 2 log2 r`` (``+2`` if r is not a power of two;
-    ``log2 r`` for a non-commutative op). Bytes sent per rank:
-    ``2n (c-1)/c`` along rows, ``2 (n/c)(r-1)/r`` along columns
-    (``(n/c) log2 r`` for a non-commutative op). Temp memory: one block
-    (``n/c``) for the ring's landing and about half a block in the column
-    stage (non-commutative: a few blocks).
+
+    Rounds: ``2(c-1) + 2 floor(log2 r)``, ``+2`` if r is not a power of two
+    (``2(c-1) + floor(log2 r)``, ``+2`` likewise, for a non-commutative
+    op).
+    Bytes sent per rank: ``2n (c-1)/c`` along rows, ``2 (n/c)(r-1)/r``
+    along columns (``(n/c) log2 r`` for a non-commutative op).
+    Temp memory: one block (``n/c``) for the ring's landing and about half
+    a block in the column stage (non-commutative: a few blocks).
     Reference: Mikami et al. 2018 (2D-torus all-reduce); Sack & Gropp 2012
     (multi-dimensional reduce-scatter and allgather).
 
