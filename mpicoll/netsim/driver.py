@@ -1,0 +1,170 @@
+"""Run schedules on a SimGrid network: predicted time of a collective.
+
+:func:`simulate` builds every rank's schedule (or, with ``symmetric=True``,
+rank 0's and a sample: :func:`mpicoll.netsim.program.symmetric_sigs`), turns
+them into flows (:mod:`mpicoll.netsim.program`) and replays them in SimGrid
+on a :class:`~mpicoll.netsim.platform.Platform`.
+
+One controller actor issues every transfer (``Comm.sendto_async`` between
+the two ranks' hosts) and tracks dependencies per rank, so rounds of
+different ranks are not aligned: a rank posts round k + 1 when its round k
+is done, and a message flows once both its sender and its receiver have
+posted the rounds holding it (rendezvous: no eager buffering). When a
+rank's messages of a round are done it reduces, γ seconds per byte of
+reduction output, then posts its next round; copies are free. With the
+default ``model_factors=False`` SimGrid's latency and bandwidth correction
+factors and cross-traffic are off, so a message of n bytes over a path of
+latency L and bottleneck bandwidth B takes L + n/B alone and shares B
+max-min fairly with the others: on ``flat`` the result is the α-β(-γ) cost.
+
+Why a controller, not one actor per rank or SMPI: SimGrid's Python actors
+each need an OS thread (~100 µs per message, and no more than ~32k of them
+here); SMPI replays C MPI programs, not Python schedules. One controller
+runs on SimGrid's ``raw`` contexts (safe because it is the only Python
+actor) at a few µs per flow. SimGrid 3.32 removes each finished transfer
+from a list of the issuing actor's activities in time linear in that list,
+so a round of p concurrent flows costs O(p²): recursive doubling takes
+~2 s at 4,096 ranks, ~34 s at 16,384 and over 150 s at 65,536.
+
+SimGrid allows one engine per process, so every simulation runs in a child
+process (:mod:`mpicoll.netsim.replay`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from mpicoll.coll import lookup
+from mpicoll.netsim import replay
+from mpicoll.netsim.platform import Platform, parse
+from mpicoll.netsim.program import (
+    Program,
+    build,
+    compress,
+    sig,
+    symmetric_sigs,
+)
+
+#: SimGrid options that make a flat network exact α-β (the correction
+#: factors model TCP; they are on by default in SimGrid).
+EXACT = ("--cfg=network/latency-factor:1", "--cfg=network/bandwidth-factor:1",
+         "--cfg=network/weight-S:0", "--cfg=network/crosstraffic:0")
+
+
+class Result(NamedTuple):
+    """A simulated collective."""
+
+    time: float  # seconds until the last rank is done
+    finish: tuple[float, ...]  # per rank
+    flows: int  # messages simulated
+    rounds_cut: int  # rounds charged without being simulated (0: exact)
+    symmetry: str | None  # "shift"/"xor" when built from a sample
+    wall: float  # seconds the SimGrid run took
+    maxrss_mb: float  # the child process's peak memory
+
+
+def calibrate_gamma(itemsize: int = 4, n_bytes: int = 1 << 23) -> float:
+    """γ on this machine: seconds per output byte of a numpy sum of two
+    ``n_bytes`` arrays (float32/float64, else uint8), best of 5 runs."""
+    dtype = {4: np.float32, 8: np.float64}.get(itemsize, np.uint8)
+    a = np.ones(n_bytes // np.dtype(dtype).itemsize, dtype)
+    b, out = a.copy(), np.empty_like(a)
+    best = math.inf
+    for _ in range(5):
+        t0 = time.perf_counter()
+        np.add(a, b, out=out)
+        best = min(best, time.perf_counter() - t0)
+    return best / out.nbytes
+
+
+def simulate(collective: str, algorithm: str, size: int, count,
+             platform: Platform | str, *, itemsize: int = 4, root: int = 0,
+             gamma: float | None = None, keep: int | None = None,
+             symmetric: bool = False, model_factors: bool = False,
+             timeout: float | None = None, **params) -> Result:
+    """Simulate ``algorithm`` of ``collective`` on ``size`` ranks.
+
+    ``count`` as in :mod:`mpicoll.schedule.layout`, ``itemsize`` bytes per
+    element. ``platform``: a :class:`Platform` or a spec string
+    (:func:`mpicoll.netsim.platform.parse`); its node map reaches
+    topology-aware algorithms. ``gamma``: seconds per reduced byte
+    (default :func:`calibrate_gamma`). ``keep``: simulate only the first
+    ``keep`` rounds of every run of identical rounds and extrapolate
+    (:func:`mpicoll.netsim.program.compress`); None is exact.
+    ``symmetric``: build rank 0's schedule and a sample only
+    (:func:`mpicoll.netsim.program.symmetric_sigs`). ``timeout``: seconds
+    for the SimGrid run. ``params`` go to the schedule builder.
+    """
+    if isinstance(platform, str):
+        platform = parse(platform)
+    alg = lookup(collective, algorithm)
+    if alg is None or alg.native:
+        raise KeyError(f"no hand-built {collective} algorithm {algorithm!r}")
+    nodes = platform.node_map(size)
+
+    def rank_sig(rank):
+        return sig(alg.schedule(rank, size, count, root=root, nodes=nodes,
+                                **params), itemsize)
+
+    symmetry = None
+    if symmetric:
+        sigs, runs, symmetry = symmetric_sigs(rank_sig, size, keep)
+    else:
+        sigs, runs = [rank_sig(r) for r in range(size)], ()
+        if keep is not None:
+            sigs, runs = compress(sigs, keep)
+    result = run_program(build(sigs, runs), platform, gamma=gamma,
+                         itemsize=itemsize, model_factors=model_factors,
+                         timeout=timeout)
+    return result._replace(symmetry=symmetry)
+
+
+def run_program(program: Program, platform: Platform, *,
+                gamma: float | None = None, itemsize: int = 4,
+                model_factors: bool = False,
+                timeout: float | None = None) -> Result:
+    """Simulate a :class:`~mpicoll.netsim.program.Program` in a child
+    process; extrapolates its compressed runs (``(n - kept) × Δ`` each,
+    Δ the mean duration of the run's kept rounds after the first, taken
+    from the latest rank's round ends)."""
+    if gamma is None:
+        gamma = calibrate_gamma(itemsize)
+    job = {"src": program.src, "dst": program.dst, "nbytes": program.nbytes,
+           "ops": program.ops,
+           "delay": [[gamma * b for b in rank] for rank in program.reduce_bytes],
+           "hosts": platform.node_map(program.size), "xml": platform.xml(),
+           "cfg": () if model_factors else EXACT}
+    with tempfile.TemporaryDirectory(prefix="mpicoll-netsim-") as tmp:
+        src, out = os.path.join(tmp, "job.pkl"), os.path.join(tmp, "out.pkl")
+        with open(src, "wb") as f:
+            pickle.dump(job, f, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            proc = subprocess.run([sys.executable, "-I", replay.__file__, src,
+                                   out], cwd=tmp, capture_output=True,
+                                  text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"SimGrid ran over {timeout} s") from None
+        if proc.returncode or not os.path.exists(out):
+            raise RuntimeError(f"SimGrid run failed (exit {proc.returncode}):"
+                               f"\n{proc.stderr[-3000:]}")
+        with open(out, "rb") as f:
+            done = pickle.load(f)
+    if isinstance(done, Exception):
+        raise done
+    end = done["round_end"]
+    extra = sum((run.length - run.kept) / (run.kept - 1)
+                * (end[run.start + run.kept - 1] - end[run.start])
+                for run in program.runs)
+    finish = tuple(t + extra for t in done["finish"])
+    return Result(max(finish, default=0.0), finish, len(program.src),
+                  sum(run.length - run.kept for run in program.runs), None,
+                  done["wall"], done["maxrss_mb"])

@@ -1,0 +1,183 @@
+"""mpicoll.netsim: schedules simulated on SimGrid networks.
+
+Spec parsing and schedule-to-flow matching run everywhere; the simulations
+skip unless SimGrid imports (``scripts/simgrid.sh`` installs it). Small rank
+counts only: the whole file takes a few seconds.
+"""
+
+import math
+
+import pytest
+
+from mpicoll.coll import lookup
+from mpicoll.netsim import PlatformError, parse, simulate
+from mpicoll.netsim.program import Sig, build, compress, find_runs, sig
+
+GAMMA = 2e-10  # s/byte: fixed, so expected times are exact
+
+
+@pytest.fixture
+def simgrid():
+    """SimGrid, or a skip (missing, or built for another Python)."""
+    try:
+        import simgrid
+    except ImportError as e:
+        pytest.skip(f"SimGrid does not import ({e}): scripts/simgrid.sh")
+    return simgrid
+
+
+def alpha_beta(algorithm, p, nbytes, platform, gamma=GAMMA):
+    """The α-β-γ cost on a flat network (α: two links' latency)."""
+    alpha, beta = 2 * platform.latency, 1 / platform.bandwidth
+    if algorithm == "ring":
+        block = nbytes / p
+        return 2 * (p - 1) * (alpha + block * beta) + (p - 1) * block * gamma
+    return math.log2(p) * (alpha + nbytes * (beta + gamma))
+
+
+# --- platform specs -------------------------------------------------------
+
+@pytest.mark.parametrize("spec, kind, nodes, topology", [
+    ("flat:8", "flat", 8, (None, "")),
+    ("ring:16", "ring", 16, ("TORUS", "16")),
+    ("torus:4x4x2", "torus", 32, ("TORUS", "4,4,2")),
+    ("hypercube:3", "hypercube", 8, ("TORUS", "2,2,2")),
+    ("fattree:2;4,4;1,2;1,2", "fattree", 16, ("FAT_TREE", "2;4,4;1,2;1,2")),
+    ("dragonfly:2,2,3,2", "dragonfly", 24, ("DRAGONFLY", "2,1;2,1;3,1;2")),
+])
+def test_parse(spec, kind, nodes, topology):
+    plat = parse(spec)
+    assert (plat.kind, plat.nodes, plat.topology()) == (kind, nodes, topology)
+    assert plat.spec == spec
+    assert parse(plat.spec) == plat
+    assert 'routing="Full"' in plat.xml()
+
+
+def test_node_map_and_speeds():
+    plat = parse("torus:2x2", ranks_per_node=3, bandwidth=1e9,
+                 intra_bandwidth=1e10)
+    assert plat.capacity == 12
+    assert plat.node_map(7) == (0, 0, 0, 1, 1, 1, 2)
+    assert 'bw="1000000000.0Bps"' in plat.xml()
+    assert 'loopback_bw="10000000000.0Bps"' in plat.xml()
+    with pytest.raises(PlatformError, match="13 ranks do not fit 4 nodes"):
+        plat.node_map(13)
+
+
+@pytest.mark.parametrize("spec, match", [
+    ("mesh:4", "KIND one of"),
+    ("ring", "KIND one of"),
+    ("ring:2", "at least 3 nodes"),
+    ("ring:x", "integers"),
+    ("torus:4x0", "positive"),
+    ("torus:4,4", "integers separated by 'x'"),
+    ("hypercube:2,2", "expected 1 number"),
+    ("dragonfly:4,2,2", "expected 4 numbers"),
+    ("dragonfly:4,2,2,2", "groups \\(4\\) must not exceed routers"),
+    ("fattree:2;4,4;1,2", "LEVELS;DOWN;UP;PARALLEL"),
+    ("fattree:2;4,4,4;1,2;1,2", "expected 2 numbers"),
+])
+def test_bad_specs(spec, match):
+    with pytest.raises(PlatformError, match=match):
+        parse(spec)
+
+
+def test_bad_options():
+    with pytest.raises(PlatformError, match="ranks_per_node"):
+        parse("flat:4", ranks_per_node=0)
+    with pytest.raises(PlatformError, match="bandwidth must be positive"):
+        parse("flat:4", bandwidth=0)
+    with pytest.raises(TypeError, match="speed"):
+        parse("flat:4", speed=1)
+
+
+# --- schedules as flows ---------------------------------------------------
+
+def ring_sigs(p, count=64):
+    alg = lookup("allreduce", "ring")
+    return [sig(alg.schedule(r, p, count), 4) for r in range(p)]
+
+
+def test_build_matches_every_message():
+    prog = build(ring_sigs(4))
+    assert len(prog.src) == 4 * 6  # 2(p-1) messages per rank
+    for rank, rounds in enumerate(prog.ops):
+        assert [len(flows) for flows in rounds] == [2] * 6
+        assert all(rank in (prog.src[f], prog.dst[f])
+                   for flows in rounds for f in flows)
+    assert prog.reduce_bytes[0] == [64] * 3 + [0] * 3
+
+
+def test_build_rejects_unmatched_messages():
+    lonely = [(Sig(((1, 8),), (), 0),), ()]
+    with pytest.raises(ValueError, match="sends 1 messages to 1"):
+        build(lonely)
+    short = [(Sig(((1, 8),), (), 0),), (Sig((), ((0, 4),), 0),)]
+    with pytest.raises(ValueError, match="4 bytes expected from 0"):
+        build(short)
+
+
+def test_runs_of_identical_rounds():
+    sigs = ring_sigs(8)
+    assert find_runs(sigs) == [(0, 7), (7, 7)]
+    short, runs = compress(sigs, 3)
+    assert [len(r) for r in short] == [6] * 8
+    assert [tuple(r) for r in runs] == [(0, 3, 7), (3, 3, 7)]
+
+
+# --- simulations ----------------------------------------------------------
+
+@pytest.mark.parametrize("algorithm, p", [
+    ("ring", 8), ("ring", 12), ("recursive_doubling", 8),
+    ("recursive_doubling", 32),
+])
+def test_flat_network_is_alpha_beta(simgrid, algorithm, p):
+    plat = parse(f"flat:{p}")
+    count = 3 * 4096  # elements of 4 bytes; divisible by p
+    res = simulate("allreduce", algorithm, p, count, plat, gamma=GAMMA)
+    assert res.time == pytest.approx(alpha_beta(algorithm, p, 4 * count,
+                                                 plat), rel=1e-9)
+    assert len(res.finish) == p and max(res.finish) == res.time
+    assert res.rounds_cut == 0
+
+
+def test_contended_network_is_slower(simgrid):
+    """Recursive doubling on a ring: distant partners share links."""
+    count = 1 << 16
+    ring = simulate("allreduce", "recursive_doubling", 16, count, "ring:16",
+                    gamma=GAMMA)
+    flat = alpha_beta("recursive_doubling", 16, 4 * count, parse("flat:16"))
+    assert ring.time > 1.5 * flat
+
+
+@pytest.mark.parametrize("spec", ["torus:4x4", "fattree:2;4,4;1,2;1,1"])
+def test_repeated_rounds_match_exact(simgrid, spec):
+    count = 16 * 1024
+    exact = simulate("allreduce", "ring", 16, count, spec, gamma=GAMMA)
+    short = simulate("allreduce", "ring", 16, count, spec, gamma=GAMMA,
+                     keep=4)
+    sym = simulate("allreduce", "ring", 16, count, spec, gamma=GAMMA, keep=4,
+                   symmetric=True)
+    assert short.rounds_cut == sym.rounds_cut == 2 * (15 - 4)
+    assert short.flows < exact.flows
+    assert short.time == pytest.approx(exact.time, rel=1e-9)
+    assert sym.time == pytest.approx(exact.time, rel=1e-9)
+    assert sym.symmetry == "shift"
+
+
+def test_symmetry_needs_a_symmetric_schedule(simgrid):
+    with pytest.raises(ValueError, match="not symmetric"):
+        simulate("allreduce", "ring", 8, 13, "flat:8", gamma=GAMMA,
+                 symmetric=True)
+
+
+def test_ranks_per_node(simgrid):
+    """Two ranks per node: intra-node messages take the loopback link."""
+    count = 1 << 16
+    slow = parse("flat:4", ranks_per_node=2, intra_bandwidth=1e9)
+    fast = parse("flat:4", ranks_per_node=2, intra_bandwidth=1e12)
+    times = [simulate("allreduce", "hierarchical", 8, count, plat,
+                      gamma=GAMMA).time for plat in (slow, fast)]
+    assert times[0] > times[1]
+    with pytest.raises(PlatformError, match="do not fit"):
+        simulate("allreduce", "ring", 9, count, fast)
