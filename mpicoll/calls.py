@@ -59,14 +59,6 @@ class CallBuilder:
                 f"{_memory(recv)}; both must be in the same memory",
                 **self._where(collective))
 
-    # ---------------------------------------------------- buffer face (MPI)
-    #
-    # Each collective X has one parser, _call_x(..., async_op, memo), which
-    # checks the arguments and launches; X (blocking, replayed when it
-    # repeats) and IX (nonblocking, returns a Work) both call it. X builds
-    # its replay key inline, on purpose: a repeated call then costs one
-    # tuple and one dict lookup before the MPI call, with no helper call.
-
     # --------------------------------------- mpi4py's buffer face: parsing
 
     def _mpi_op(self, op, where) -> tuple:

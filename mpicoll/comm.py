@@ -168,14 +168,13 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
     # ------------------------------------------------------------ collectives
     #
     # Each collective X has one parser, _call_x(..., async_op, memo), which
-    # checks the arguments and launches a Call; X (blocking, replayed when it
-    # repeats) and IX (nonblocking, returns a Work) both call it. X builds
-    # its replay key inline, on purpose: a repeated call then costs one
-    # tuple and one dict lookup before the MPI call, with no helper call.
+    # checks the arguments and launches a Call; X (blocking) and IX
+    # (nonblocking, returns a Work) both call it. X first offers its memo,
+    # (name, algorithm, buffer, up to three more arguments), to
+    # Engine.replayed: a repeat on the same objects runs without parsing.
 
     def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto"):
-        memo = (("Allreduce", algorithm, id(sendbuf), id(recvbuf), id(op)),
-                (sendbuf, recvbuf, op))
+        memo = ("Allreduce", algorithm, recvbuf, sendbuf, op, None)
         if not self._engine.replayed(*memo):
             self._call_allreduce(sendbuf, recvbuf, op, algorithm, False, memo)
 
@@ -218,8 +217,7 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
 
     def Reduce(self, sendbuf, recvbuf, op=MPI.SUM, root=0, *,
                algorithm="auto"):
-        memo = (("Reduce", algorithm, id(sendbuf), id(recvbuf), id(op),
-                 id(root)), (sendbuf, recvbuf, op, root))
+        memo = ("Reduce", algorithm, recvbuf, sendbuf, op, root)
         if not self._engine.replayed(*memo):
             self._call_reduce(sendbuf, recvbuf, op, root, algorithm, False,
                               memo)
@@ -250,7 +248,7 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
             given=("Reduce", (sendbuf, recvbuf, op, root)))
 
     def Bcast(self, buf, root=0, *, algorithm="auto"):
-        memo = (("Bcast", algorithm, id(buf), id(root)), (buf, root))
+        memo = ("Bcast", algorithm, buf, root, None, None)
         if not self._engine.replayed(*memo):
             self._call_bcast(buf, root, algorithm, False, memo)
 
@@ -275,8 +273,7 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
                            given=("Bcast", (buf, root)))
 
     def Allgather(self, sendbuf, recvbuf, *, algorithm="auto"):
-        memo = (("Allgather", algorithm, id(sendbuf), id(recvbuf)),
-                (sendbuf, recvbuf))
+        memo = ("Allgather", algorithm, recvbuf, sendbuf, None, None)
         if not self._engine.replayed(*memo):
             self._call_allgather(sendbuf, recvbuf, algorithm, False, memo)
 
@@ -334,8 +331,7 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
                 f"the MPI library applies its rules to that")
 
     def Gather(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
-        memo = (("Gather", algorithm, id(sendbuf), id(recvbuf), id(root)),
-                (sendbuf, recvbuf, root))
+        memo = ("Gather", algorithm, recvbuf, sendbuf, root, None)
         if not self._engine.replayed(*memo):
             self._call_gather(sendbuf, recvbuf, root, algorithm, False, memo)
 
@@ -364,8 +360,7 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
                                memo=_memo(memo, s), given=given)
 
     def Scatter(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
-        memo = (("Scatter", algorithm, id(sendbuf), id(recvbuf), id(root)),
-                (sendbuf, recvbuf, root))
+        memo = ("Scatter", algorithm, recvbuf, sendbuf, root, None)
         if not self._engine.replayed(*memo):
             self._call_scatter(sendbuf, recvbuf, root, algorithm, False, memo)
 
@@ -409,8 +404,7 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
             why_native=why, unstage=unstage, given=given), async_op)
 
     def Alltoall(self, sendbuf, recvbuf, *, algorithm="auto"):
-        memo = (("Alltoall", algorithm, id(sendbuf), id(recvbuf)),
-                (sendbuf, recvbuf))
+        memo = ("Alltoall", algorithm, recvbuf, sendbuf, None, None)
         if not self._engine.replayed(*memo):
             self._call_alltoall(sendbuf, recvbuf, algorithm, False, memo)
 
@@ -450,8 +444,7 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
             given=("Alltoall", (sendbuf, recvbuf)), stage=stage), async_op)
 
     def Scan(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto"):
-        memo = (("Scan", algorithm, id(sendbuf), id(recvbuf), id(op)),
-                (sendbuf, recvbuf, op))
+        memo = ("Scan", algorithm, recvbuf, sendbuf, op, None)
         if not self._engine.replayed(*memo):
             self._call_scan("scan", sendbuf, recvbuf, op, algorithm, False,
                             memo)
@@ -460,8 +453,7 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
         return self._call_scan("scan", sendbuf, recvbuf, op, algorithm, True)
 
     def Exscan(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto"):
-        memo = (("Exscan", algorithm, id(sendbuf), id(recvbuf), id(op)),
-                (sendbuf, recvbuf, op))
+        memo = ("Exscan", algorithm, recvbuf, sendbuf, op, None)
         if not self._engine.replayed(*memo):
             self._call_scan("exscan", sendbuf, recvbuf, op, algorithm, False,
                             memo)
@@ -485,8 +477,8 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
 
     def Reduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM, *,
                              algorithm="auto"):
-        memo = (("Reduce_scatter_block", algorithm, id(sendbuf), id(recvbuf),
-                 id(op)), (sendbuf, recvbuf, op))
+        memo = ("Reduce_scatter_block", algorithm, recvbuf, sendbuf, op,
+                None)
         if not self._engine.replayed(*memo):
             self._call_reduce_scatter_block(sendbuf, recvbuf, op, algorithm,
                                             False, memo)
@@ -520,7 +512,7 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
             given=("Reduce_scatter_block", (sendbuf, recvbuf, op)))
 
     def Barrier(self, *, algorithm="auto"):
-        memo = (("Barrier", algorithm), ())
+        memo = ("Barrier", algorithm, None, None, None, None)
         if not self._engine.replayed(*memo):
             self._barrier(algorithm, False, memo)
 

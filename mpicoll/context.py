@@ -4,8 +4,11 @@ Like mpi4py's ``commctx`` and mpi4jax: library traffic runs on a ``Dup`` of
 the user's communicator, so it can never match a message of the user's, and
 each hand-built collective call takes the next tag of a rolling counter, so
 two nonblocking collectives in flight never match each other's messages.
-(Every rank calls collectives in the same order, as MPI requires, so the
-counters agree.)
+Persistent collectives take one tag each, for good, from the upper half of
+the tag space (their runs never overlap, so one tag serves them all, and
+their messages are persistent requests made once). (Every rank calls
+collectives, and prepares persistent ones, in the same order, as MPI
+requires, so the counters agree.)
 
 The context is cached on the user's communicator as an MPI attribute: every
 ``mpicoll.Comm`` wrapping the same communicator shares one duplicate and one
@@ -48,7 +51,7 @@ from mpicoll.devicecall import DeviceTarget, hold_until
 from mpicoll.errors import InvalidArgumentError
 from mpicoll.schedule.chunk import MAX_MESSAGE_BYTES, element_limit, split_messages
 from mpicoll.schedule.device import compile_device
-from mpicoll.schedule.executor import Step, compile_plan
+from mpicoll.schedule.executor import Step, compile_plan, needs_progress
 from mpicoll.schedule.plan import bind
 
 PLANS = 16
@@ -59,16 +62,19 @@ class CompiledPlan:
     """Steps bound to specific buffers; ``busy`` while a nonblocking call
     runs them (a second concurrent call then binds its own). A device
     plan's ``end`` is the event after its last device work (its scratch
-    and mirrors live in the steps' views)."""
+    and mirrors live in the steps' views). ``background``: a nonblocking
+    host run is handed to the progress thread
+    (:func:`~mpicoll.schedule.executor.needs_progress`)."""
 
-    __slots__ = ("busy", "end", "owners", "steps")
+    __slots__ = ("background", "busy", "end", "owners", "steps")
 
     def __init__(self, steps: tuple[Step, ...], owners: tuple,
-                 end=None) -> None:
+                 end=None, background: bool = True) -> None:
         self.steps = steps
         self.owners = owners  # the caller's objects, identity-checked
         self.busy = False
         self.end = end
+        self.background = background
 
 
 class Context:
@@ -84,9 +90,11 @@ class Context:
         tag_ub = min(int(MPI.COMM_WORLD.Get_attr(MPI.TAG_UB)), 1 << 30)
         # The two highest tags are the watchdog's (mpicoll.watchdog):
         # where-are-you queries and their answers; schedules roll below.
+        # Calls roll through the lower half, persistent requests the upper.
         self.monitor_tags = (tag_ub, tag_ub - 1)
-        self._tag_ub = tag_ub - 2
+        self._tag_ub = (tag_ub - 2) // 2
         self._tag = 0
+        self._persistent_tag = self._tag_ub
         self.calls = 0  # collective calls of guarded faces (their seq)
         self._plans: OrderedDict = OrderedDict()
         self._nodes: tuple[int, ...] | None = None
@@ -103,8 +111,17 @@ class Context:
         return held[1]
 
     def next_tag(self) -> int:
+        """The tag of the next hand-built call."""
         self._tag = self._tag + 1 if self._tag < self._tag_ub else 1
         return self._tag
+
+    def persistent_tag(self) -> int:
+        """The tag of the next persistent hand-built collective (after
+        ``2**29`` of them, the first again)."""
+        top = self.monitor_tags[1] - 1
+        self._persistent_tag = self._persistent_tag + 1 \
+            if self._persistent_tag < top else self._tag_ub + 1
+        return self._persistent_tag
 
     def plan(self, alg, count, root, op, send: np.ndarray, recv: np.ndarray,
              owners: tuple,
@@ -138,8 +155,9 @@ class Context:
                   "tmp": empty_like(send, schedule.tmp),
                   "sync": np.empty(0, np.uint8)}
         if device is None:
-            entry = CompiledPlan(compile_plan(bind(schedule, arrays, op)),
-                                 owners)
+            steps = compile_plan(bind(schedule, arrays, op))
+            entry = CompiledPlan(steps, owners,
+                                 background=needs_progress(steps))
         else:
             entry = self._device_plan(schedule, arrays, op, owners, device)
         if key not in self._plans or not self._plans[key].busy:

@@ -120,6 +120,26 @@ def _getdatatype(form) -> MPI.Datatype:
     return _lookup(form[1:] if order in ("@", "<", ">") else form)
 
 
+_NAMED: dict = {}  # NumPy dtype -> the MPI datatype mpi4py infers for it
+
+
+def named(obj):
+    """``[obj, datatype]`` for a host NumPy array: the message mpi4py
+    makes of ``obj`` alone (the count inferred from its size, the datatype
+    from its buffer format), with the datatype named, which mpi4py parses
+    about 0.1 us faster; anything else as it is."""
+    if type(obj) is not np.ndarray:
+        return obj
+    datatype = _NAMED.get(obj.dtype)
+    if datatype is None:
+        try:
+            datatype = _getdatatype(memoryview(obj).format)
+        except (BufferError, KeyError, ValueError):
+            return obj  # mpi4py says what is wrong with it
+        _NAMED[obj.dtype] = datatype
+    return [obj, datatype]
+
+
 def _is_datatype(obj) -> bool:
     return isinstance(obj, (MPI.Datatype, str))
 

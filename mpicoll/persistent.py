@@ -10,9 +10,12 @@ wanted, until ``Free()``:
 - native: the MPI library's own persistent request (``X_init``), started
   and waited on as it is;
 - hand-built: the schedule compiled once on the caller's buffers (its
-  plan held, not evicted from the plan cache); each ``Start`` takes the
-  next tag and posts the first round, and the progress thread advances
-  the rest, as for an ``I*`` call;
+  plan held, not evicted from the plan cache), its messages persistent
+  point-to-point requests (``Recv_init``/``Send_init``) on a tag of the
+  request's own; each ``Start`` starts the first round's, and the
+  progress thread advances the rest (not needed, and not used, when the
+  first round is the only one and its messages are short:
+  :func:`~mpicoll.schedule.executor.needs_progress`);
 - device arrays: each ``Start`` launches the prepared call as an ``I*``
   call would (device work and events per start).
 
@@ -31,7 +34,12 @@ from mpi4py import MPI
 from mpicoll import progress
 from mpicoll.cuda import placement
 from mpicoll.errors import MPIArgumentError
-from mpicoll.schedule.executor import Execution
+from mpicoll.schedule.executor import (
+    Execution,
+    free_messages,
+    needs_progress,
+    prepare_messages,
+)
 from mpicoll.work import Work, then
 
 PERSISTENT = "persistent"  # the engine's mode for a prepared call
@@ -63,9 +71,10 @@ class Persistent:
         """Started and not yet seen complete."""
         return self._work is not None and not self._work.test()
 
-    def Start(self) -> None:
-        """Run the prepared collective once (MPI ``Start``)."""
-        if self._start is None:
+    def _refuse_start(self, freed: bool) -> None:
+        """Raise MPI's ``ERR_REQUEST`` if the request was freed or is
+        still active."""
+        if freed:
             raise MPIArgumentError("the request was freed",
                                    error_class=MPI.ERR_REQUEST, **self._where)
         if self.active:
@@ -73,6 +82,10 @@ class Persistent:
                 "the request is still active: Wait or Test it to completion "
                 "before starting it again", error_class=MPI.ERR_REQUEST,
                 **self._where)
+
+    def Start(self) -> None:
+        """Run the prepared collective once (MPI ``Start``)."""
+        self._refuse_start(self._start is None)
         work = self._start()
         if self._watch is not None:
             work.watch(*self._watch)
@@ -111,14 +124,14 @@ class Persistent:
     free = Free
 
 
-class NativePersistent(Persistent):
-    """The MPI library's own persistent request on host memory, with
-    nothing to run at completion and no deadline: ``Start`` and ``Wait``
-    go straight to it (a flag keeps the active-request rule)."""
+class _Direct(Persistent):
+    """A prepared collective started and completed directly, with no
+    :class:`~mpicoll.work.Work` made per run and no deadline; a flag keeps
+    the active-request rule. Subclasses say how a run begins
+    (``_begin``), is waited for (``_block``) and tested (``_poll``)."""
 
-    def __init__(self, where: dict, request: MPI.Prequest) -> None:
-        super().__init__(where, None, request.Free)
-        self._request = request
+    def __init__(self, where: dict, free) -> None:
+        super().__init__(where, None, free)
         self._running = False
         self._freed = False
 
@@ -128,27 +141,30 @@ class NativePersistent(Persistent):
 
     def Start(self) -> None:
         if self._running or self._freed:
-            super().Start()  # raises the right error
-        self._request.Start()
+            self._refuse_start(self._freed)
+        self._begin()
         self._running = True
 
     start = Start
 
-    def Wait(self, status=None) -> None:
-        self._request.Wait()
+    def _completed(self) -> None:
         self._running = False
+
+    def Wait(self, status=None) -> None:
+        if self._running:
+            self._block()
+            self._completed()
 
     def wait(self, timeout: float | None = None) -> None:
         if timeout is None or not self._running:
             self.Wait()
-        else:
-            work = Work(where=self._where, request=self._request)
-            work.wait(timeout)
-            self._running = False
+        else:  # raises CollectiveTimeoutError when the time is up
+            Work(where=self._where, **self._in_flight()).wait(timeout)
+            self._completed()
 
     def Test(self, status=None) -> bool:
-        if self._running and self._request.Test():
-            self._running = False
+        if self._running and self._poll():
+            self._completed()
         return not self._running
 
     test = Test
@@ -158,6 +174,70 @@ class NativePersistent(Persistent):
         self._freed = True
 
     free = Free
+
+
+class NativePersistent(_Direct):
+    """The MPI library's own persistent request on host memory, with
+    nothing to run at completion: ``Start`` and ``Wait`` go straight to
+    it."""
+
+    def __init__(self, where: dict, request: MPI.Prequest) -> None:
+        super().__init__(where, request.Free)
+        self._request = request
+        self._begin = request.Start
+        self._block = request.Wait
+        self._poll = request.Test
+
+    def _in_flight(self) -> dict:
+        return {"request": self._request}
+
+
+class ScheduledPersistent(_Direct):
+    """A hand-built schedule prepared on host buffers: its messages are
+    persistent requests on the request's own tag
+    (:func:`~mpicoll.schedule.executor.prepare_messages`), one
+    :class:`~mpicoll.schedule.executor.Execution` runs them again on each
+    ``Start`` (posting the first round; the progress thread advances the
+    rest only where :func:`~mpicoll.schedule.executor.needs_progress`),
+    and ``Wait``/``Test`` complete it."""
+
+    def __init__(self, where: dict, steps, comm, tag: int, stage, finish,
+                 owners, free) -> None:
+        super().__init__(where, free)
+        self._steps = steps
+        self._comm = comm
+        self._tag = tag
+        self._owners = owners  # the caller's buffers, alive until freed
+        self._stage = stage  # before each run (in-place alltoall's copy)
+        self._finish = finish  # once each run is complete
+        self._background = needs_progress(steps)
+        self._execution: Execution | None = None
+
+    def _begin(self) -> None:
+        if self._stage is not None:
+            self._stage()
+        execution = self._execution
+        if execution is None:
+            execution = self._execution = Execution(self._steps, self._comm,
+                                                    self._tag)
+        else:
+            execution.restart()
+        if self._background:
+            progress.submit(execution)
+
+    def _block(self) -> None:
+        self._execution.wait()
+
+    def _poll(self) -> bool:
+        return self._execution.test()
+
+    def _in_flight(self) -> dict:
+        return {"execution": self._execution}
+
+    def _completed(self) -> None:
+        super()._completed()
+        if self._finish is not None:
+            self._finish()
 
 
 def prepare(engine, call, watch=None) -> Persistent:
@@ -203,23 +283,33 @@ def prepare(engine, call, watch=None) -> Persistent:
         plan = engine.ctx.plan(alg, call.count, call.root, call.op,
                              call.send, recv, owners)
         plan.busy = True  # this request's own, until freed
-        steps, ctx = plan.steps, engine.ctx
+        ctx = engine.ctx
+        tag = ctx.persistent_tag()
+        steps = prepare_messages(plan.steps, ctx.comm, tag)
+
+        def free():
+            free_messages(steps)
+            plan.busy = False
+
+        if watch is None:
+            engine.explain_prepared(call, alg, f"schedule of {len(steps)} "
+                                    f"steps, its messages persistent requests")
+            return ScheduledPersistent(where, steps, ctx.comm, tag,
+                                       call.stage, finish, owners, free)
 
         def start():
             if call.stage is not None:
                 call.stage()
-            execution = Execution(steps, ctx.comm, ctx.next_tag())
+            execution = Execution(steps, ctx.comm, tag)
             work = Work(where=where, execution=execution, finish=finish,
                         keep=owners)
             progress.submit(execution)
             return work
-
-        def free():
-            plan.busy = False
     engine.explain_prepared(
         call, alg, "device: launched on each start" if on_device else
         "the MPI library's persistent request" if alg.native
-        else f"schedule of {len(steps)} steps, compiled once")
+        else f"schedule of {len(steps)} steps, its messages persistent "
+        "requests")
     return Persistent(where, start, free, watch)
 
 

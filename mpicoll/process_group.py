@@ -178,7 +178,7 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
                    algorithm="auto"):
         """Reduce ``tensor`` across ranks, in place on every rank."""
         memo = None if async_op else (
-            ("all_reduce", algorithm, id(tensor), id(op)), (tensor, op))
+            "all_reduce", algorithm, tensor, op, None, None)
         if memo and self._engine.replayed(*memo):
             return None
         c = "allreduce"
@@ -192,8 +192,7 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
         """Reduce ``tensor`` onto ``dst``, in place there; elsewhere
         ``tensor`` is only read."""
         memo = None if async_op else (
-            ("reduce", algorithm, id(tensor), id(dst), id(op)),
-            (tensor, dst, op))
+            "reduce", algorithm, tensor, op, dst, None)
         if memo and self._engine.replayed(*memo):
             return None
         c = "reduce"
@@ -207,7 +206,7 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
     def broadcast(self, tensor, src=0, async_op=False, *, algorithm="auto"):
         """Copy ``src``'s ``tensor`` into every rank's ``tensor``."""
         memo = None if async_op else (
-            ("broadcast", algorithm, id(tensor), id(src)), (tensor, src))
+            "broadcast", algorithm, tensor, src, None, None)
         if memo and self._engine.replayed(*memo):
             return None
         c = "bcast"
@@ -222,7 +221,7 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
         ``output_tensor``'s own block (in place)."""
         out, x = output_tensor, input_tensor
         memo = None if async_op else (
-            ("all_gather_into_tensor", algorithm, id(out), id(x)), (out, x))
+            "all_gather_into_tensor", algorithm, out, x, None, None)
         if memo and self._engine.replayed(*memo):
             return None
         c = "allgather"
@@ -267,8 +266,7 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
         """Reduce ``input`` (``size`` blocks of ``output``'s size) across
         ranks and leave block ``rank`` of the result in ``output``."""
         memo = None if async_op else (
-            ("reduce_scatter_tensor", algorithm, id(output), id(input),
-             id(op)), (output, input, op))
+            "reduce_scatter_tensor", algorithm, output, input, op, None)
         if memo and self._engine.replayed(*memo):
             return None
         c = "reduce_scatter_block"
@@ -452,7 +450,8 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
 
     def barrier(self, async_op=False, *, algorithm="auto"):
         """Block until every rank has entered the barrier."""
-        memo = None if async_op else (("barrier", algorithm), ())
+        memo = None if async_op else (
+            "barrier", algorithm, None, None, None, None)
         if memo and self._engine.replayed(*memo):
             return None
         return self._barrier(algorithm, async_op, memo)

@@ -49,8 +49,7 @@ class VectorCalls:
     """The v-collectives of :class:`mpicoll.Comm` (a mixin)."""
 
     def Allgatherv(self, sendbuf, recvbuf, *, algorithm="auto"):
-        memo = (("Allgatherv", algorithm, id(sendbuf), id(recvbuf)),
-                (sendbuf, recvbuf))
+        memo = ("Allgatherv", algorithm, recvbuf, sendbuf, None, None)
         if not self._engine.replayed(*memo):
             self._call_allgatherv(sendbuf, recvbuf, algorithm, False, memo)
 
@@ -233,9 +232,8 @@ class VectorCalls:
     def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM,
                        *, algorithm="auto"):
         # recvcounts=None exchanges counts each call: never replayed.
-        memo = None if recvcounts is None else (
-            ("Reduce_scatter", algorithm, id(sendbuf), id(recvbuf),
-             id(recvcounts), id(op)), (sendbuf, recvbuf, recvcounts, op))
+        memo = ("Reduce_scatter", algorithm, recvbuf, sendbuf, op,
+                recvcounts) if type(recvcounts) is tuple else None
         if memo is None or not self._engine.replayed(*memo):
             self._call_reduce_scatter(sendbuf, recvbuf, recvcounts, op,
                                       algorithm, False, memo)

@@ -18,6 +18,7 @@ from mpi4py import MPI
 import mpicoll
 from mpicoll import ProcessGroup as PG
 from mpicoll import progress
+from mpicoll.schedule.executor import EAGER_BYTES
 from mpidata import values
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(60)]
@@ -53,6 +54,21 @@ def _compute_until(flag, seconds: float) -> bool:
 def _several_rounds(comm):
     if comm.size == 1:
         pytest.skip("one rank: the ring has no rounds")
+
+
+def test_one_short_round_stays_with_the_caller(comm, thread_on):
+    """At two ranks recursive doubling is one exchange and one reduction:
+    with a short message nothing is left for the thread but the
+    reduction, so the call is not handed to it; test/wait complete it."""
+    if comm.size != 2:
+        pytest.skip("one round of messages at two ranks only")
+    x = values(comm.rank, 16, "float64")
+    work = comm.Iallreduce(MPI.IN_PLACE, x, MPI.SUM,
+                           algorithm="recursive_doubling")
+    assert not _compute_until(lambda: work._execution.done, 0.2)
+    work.wait()
+    assert np.array_equal(x, values(0, 16, "float64") +
+                          values(1, 16, "float64"))
 
 
 def test_progress_without_test_or_wait(comm, thread_on):
@@ -199,8 +215,11 @@ def test_an_error_in_a_reduction_surfaces_on_wait(comm, thread_on):
 
 def test_finish_runs_once_when_the_thread_completes(comm, thread_on):
     """A staged result (in-place reduce_scatter_block copies it back in
-    ``finish``) lands once, in the first test/wait after completion."""
-    p, r, block = comm.size, comm.rank, 3
+    ``finish``) lands once, in the first test/wait after completion.
+    (Blocks longer than EAGER_BYTES: at two ranks the ring's one round is
+    then the thread's too.)"""
+    _several_rounds(comm)
+    p, r, block = comm.size, comm.rank, EAGER_BYTES // 8 + 1
     data = values(r, block * p, "int64")
     work = comm.Ireduce_scatter_block(MPI.IN_PLACE, data, MPI.SUM,
                                       algorithm="ring")
