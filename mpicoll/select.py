@@ -106,10 +106,12 @@ EXPLAIN_VAR = "MPICOLL_EXPLAIN"
 
 class Rules(NamedTuple):
     """A rules file: per collective, ``(max_bytes, algorithm)`` ranges in
-    increasing order; ``max_bytes`` None = no upper bound."""
+    increasing order; ``max_bytes`` None = no upper bound; ``source``: where
+    the rules came from (e.g. a simulation), None when the file says not."""
     path: str
     nranks: int
     ranges: dict[str, list[tuple[int | None, str]]]
+    source: str | None = None
 
 
 def load_rules(path: str) -> Rules:
@@ -124,9 +126,12 @@ def load_rules(path: str) -> Rules:
         raise bad(f"cannot read: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise bad(f"not JSON: {exc}") from None
-    if not isinstance(data, dict) or set(data) - {"nranks", "rules"} \
+    if not isinstance(data, dict) or set(data) - {"nranks", "rules", "source"} \
             or "nranks" not in data or "rules" not in data:
-        raise bad('expected {"nranks": P, "rules": {...}}')
+        raise bad('expected {"nranks": P, "rules": {...}} (and "source")')
+    source = data.get("source")
+    if source is not None and not isinstance(source, str):
+        raise bad(f"source must be a string, got {source!r}")
     nranks = data["nranks"]
     if type(nranks) is not int or nranks < 1:
         raise bad(f"nranks must be a positive integer, got {nranks!r}")
@@ -157,7 +162,7 @@ def load_rules(path: str) -> Rules:
             out.append((hi, name))
             last = hi
         ranges[collective] = out
-    return Rules(path, nranks, ranges)
+    return Rules(path, nranks, ranges, source)
 
 
 def environment_rules() -> Rules | None:
@@ -239,7 +244,8 @@ def choose(collective: str, requested: str, *, size: int, nbytes: int,
     if found is not None:
         low, hi, name = found
         span = f"{low}..{'inf' if hi is None else hi} B"
-        source = f"rules file {rules.path}: {collective} {span}"
+        origin = f" ({rules.source})" if rules.source else ""
+        source = f"rules file {rules.path}{origin}: {collective} {span}"
         alg = lookup(collective, name)
         if alg is None:
             fallback = f"{source}: unknown algorithm {name!r}; "

@@ -1,5 +1,8 @@
 """Simulate a whole collective, every rank in one process, without MPI.
 
+``python -m mpicoll.simulate`` is another tool: predicted times of the
+schedules at any rank count (:mod:`mpicoll.simulate_cli`).
+
     >>> import numpy as np
     >>> from mpicoll.simulate import simulate
     >>> xs = [np.arange(5) * (r + 1) for r in range(3)]
@@ -127,3 +130,11 @@ def _implied_count(collective: str, size: int, n_send: int):
         raise ValueError(f"pass count= for uneven {collective}")
     block = n_send // size
     return (block,) * size if row.counts == "per_rank" else block
+
+
+if __name__ == "__main__":  # python -m mpicoll.simulate: predicted times
+    import sys
+
+    from mpicoll.simulate_cli import main
+
+    sys.exit(main())

@@ -142,3 +142,18 @@ def test_emitted_rules_load(tmp_path):
     path = write(tmp_path, rules_from_records(records, 2))
     rules = load_rules(path)
     assert rule_for(rules, "bcast", 10**6) == (0, None, "binomial")
+
+
+def test_simulated_rules_say_so(tmp_path):
+    data = dict(GOOD, source="simulation, analytic model, dragonfly:4,4,4,4")
+    path = write(tmp_path, data)
+    rules = load_rules(path)
+    assert rules.source == data["source"]
+    c = pick(rules, 50)
+    assert c.algorithm.name == "ring"
+    assert c.reason == (f"rules file {path} (simulation, analytic model, "
+                        "dragonfly:4,4,4,4): allreduce 0..100 B -> ring")
+    assert "(" not in pick(load_rules(write(tmp_path, GOOD, "g.json")),
+                           50).reason.split(":")[0]
+    with pytest.raises(InvalidArgumentError, match="source"):
+        load_rules(write(tmp_path, dict(GOOD, source=3), "s.json"))

@@ -1,0 +1,331 @@
+"""Command line of ``python -m mpicoll.simulate``: predicted times, no MPI.
+
+    python -m mpicoll.simulate -c allreduce -a ring,rabenseifner \\
+        --ranks 1024,4096 -b 1K -e 64M -f 8
+    python -m mpicoll.simulate -a ring,recursive_doubling --model simgrid \\
+        --network dragonfly:4,4,4,4 --ranks 256 --emit-rules rules.json
+    MPICOLL_RULES=rules.256.json ...     # auto then picks the predicted best
+
+For every collective, rank count, algorithm and size it predicts one
+call's time, either with the analytic α-β-γ model of :mod:`mpicoll.model`
+(``--model analytic``, the default: contention-free, the topology does not
+matter) or with SimGrid on the ``--network`` platform
+(``--model simgrid``: :func:`mpicoll.netsim.simulate`, optional extra,
+``scripts/simgrid.sh``). The table, ``--json`` records and ``--emit-rules``
+files are the benchmark's (:mod:`mpicoll.bench.cli`), each record marked
+``"predicted": true`` with the ``model`` and ``network``; a rules file
+carries ``"source": "simulation, ..."``, which explain mode reports.
+
+Costs: ``--alpha`` (s per message, default 1e-6: two 0.5 µs links of the
+default platform), ``--beta`` (s per byte, default 8e-11: 12.5 GB/s) and
+``--gamma`` (s per byte reduced, default 1e-10: 10 GB/s). For SimGrid the
+links get latency α/2 and bandwidth 1/β, so a message between two nodes of
+``flat`` costs α + β·bytes; other topologies add latency per hop.
+Ranks on one node (``--ranks-per-node``) talk at the platform's intra-node
+defaults, 0.2 µs and 50 GB/s, in both models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+import mpicoll
+from mpicoll.bench import plot as plotting
+from mpicoll.bench.cli import COLUMNS, _show_rows, parse_size, sizes, summary
+from mpicoll.bench.specs import DTYPES, SPECS
+from mpicoll.collectives import COLLECTIVES
+from mpicoll.model import Network, predict
+from mpicoll.netsim.platform import Platform, PlatformError, parse
+from mpicoll.select import rules_from_records
+
+ALPHA, BETA, GAMMA = 1e-6, 8e-11, 1e-10
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m mpicoll.simulate",
+        description="Predict the time of mpicoll's hand-built collectives "
+                    "at any rank count, without MPI.")
+    a = p.add_argument
+    a("-c", "--collective", default="allreduce",
+      help=f"comma list ({', '.join(SPECS)}); default allreduce")
+    a("-a", "--algorithm", default="all",
+      help="comma list or 'all' (every hand-built one); default all")
+    a("--network", default="flat",
+      help="platform spec (flat[:N], ring:P, torus:AxBxC, hypercube:d, "
+           "fattree:L;down;up;parallel, dragonfly:G,C,R,N); default flat, "
+           "as many nodes as needed")
+    a("--ranks", default="1024", help="comma list of rank counts; "
+                                      "default 1024")
+    a("--ranks-per-node", type=int, default=1, metavar="N",
+      help="ranks per node, placed in blocks; default 1")
+    a("-b", "--minbytes", type=parse_size, default=8, help="default 8")
+    a("-e", "--maxbytes", type=parse_size, default=1 << 30,
+      help="default 1G")
+    a("-f", "--stepfactor", type=float, default=2.0, help="default 2")
+    a("-d", "--dtype", choices=DTYPES, default="float32")
+    a("--model", choices=("analytic", "simgrid"), default="analytic")
+    a("--alpha", type=float, default=ALPHA,
+      help=f"seconds per message; default {ALPHA:g}")
+    a("--beta", type=float, default=BETA,
+      help=f"seconds per byte; default {BETA:g} (12.5 GB/s)")
+    a("--gamma", type=float, default=GAMMA,
+      help=f"seconds per byte reduced; default {GAMMA:g} (10 GB/s)")
+    a("--keep", type=int, metavar="K",
+      help="simgrid: simulate K rounds of each run of identical rounds and "
+           "extrapolate (default: all)")
+    a("--symmetric", action="store_true",
+      help="simgrid: build rank 0's schedule and a sample, relabel the rest")
+    a("--timeout", type=float, default=300.0, metavar="SECONDS",
+      help="simgrid: limit per run; default 300")
+    a("--json", metavar="FILE")
+    a("--plot", metavar="FILE.png",
+      help="time by size per algorithm, a panel per collective and rank "
+           "count (needs matplotlib)")
+    a("--emit-rules", metavar="FILE",
+      help="rules file of the predicted best (one rank count: FILE; "
+           "several: FILE with .RANKS before the extension)")
+    a("--quiet", action="store_true", help="no tables")
+    return p
+
+
+def parse_args(argv) -> argparse.Namespace:
+    """Parse and check ``argv``; SystemExit 2 with a message if bad."""
+    p = _parser()
+    args = p.parse_args(argv)
+    args.collectives = [c.strip() for c in args.collective.split(",")
+                        if c.strip()]
+    unknown = [c for c in args.collectives if c not in SPECS]
+    if unknown or not args.collectives:
+        p.error(f"unknown collective(s): {', '.join(unknown) or '(none)'}")
+    try:
+        args.rank_counts = [int(r) for r in args.ranks.split(",")]
+    except ValueError:
+        p.error(f"--ranks: not a list of integers: {args.ranks!r}")
+    args.algorithms = {}
+    for c in args.collectives:
+        built = [a for a in mpicoll.algorithms(c) if a != "native"]
+        wanted = built if args.algorithm == "all" else \
+            [a.strip() for a in args.algorithm.split(",") if a.strip()]
+        args.algorithms[c] = [a for a in wanted if a in built]
+    known = {a for c in args.collectives for a in args.algorithms[c]}
+    if args.algorithm != "all":
+        missing = [a for a in args.algorithm.split(",") if a.strip()
+                   and a.strip() not in known]
+        if missing:
+            p.error(f"not a hand-built algorithm of {args.collective}: "
+                    f"{', '.join(missing)}")
+    problems = [
+        (any(r < 1 for r in args.rank_counts), "--ranks must be positive"),
+        (args.ranks_per_node < 1, "--ranks-per-node must be positive"),
+        (args.minbytes > args.maxbytes, "-b is larger than -e"),
+        (args.stepfactor <= 1 and args.minbytes != args.maxbytes,
+         "-f must be > 1"),
+        (min(args.alpha, args.gamma) < 0 or args.beta <= 0,
+         "--alpha and --gamma must be >= 0, --beta > 0"),
+        (args.keep is not None and args.keep < 2, "--keep must be >= 2"),
+        (args.plot is not None and not plotting.available(),
+         "--plot needs matplotlib (pip install 'mpicoll[plot]')")]
+    for bad, message in problems:
+        if bad:
+            p.error(message)
+    try:
+        args.platform = platform(args)
+    except PlatformError as e:
+        p.error(str(e))
+    return args
+
+
+def platform(args) -> Platform:
+    """The ``--network`` platform with ``--alpha``/``--beta`` as link
+    latency α/2 and bandwidth 1/β; a bare ``flat`` gets enough nodes for
+    the largest rank count."""
+    spec = args.network
+    if spec.strip() == "flat":
+        spec = f"flat:{math.ceil(max(args.rank_counts) / args.ranks_per_node)}"
+    # SimGrid needs a positive latency: --alpha 0 becomes 1e-12 s per link
+    plat = parse(spec, ranks_per_node=args.ranks_per_node,
+                 latency=args.alpha / 2 or 1e-12, bandwidth=1 / args.beta)
+    plat.node_map(max(args.rank_counts))  # PlatformError if they do not fit
+    return plat
+
+
+def network(args) -> Network:
+    """The analytic model's costs: ``--alpha/--beta/--gamma`` between
+    nodes, the platform's intra-node link within one."""
+    plat = args.platform
+    return Network(args.alpha, args.beta, args.gamma,
+                   alpha_intra=plat.intra_latency,
+                   beta_intra=1 / plat.intra_bandwidth)
+
+
+def predicted_seconds(args, collective: str, algorithm: str, size: int,
+                      count) -> float:
+    """One call's predicted time under ``args.model``."""
+    itemsize = np.dtype(args.dtype).itemsize
+    nodes = args.platform.node_map(size) if args.ranks_per_node > 1 else None
+    if args.model == "analytic":
+        return predict(collective, algorithm, size, count, itemsize,
+                       network(args), nodes=nodes)
+    from mpicoll.netsim import simulate
+
+    return simulate(collective, algorithm, size, count, args.platform,
+                    itemsize=itemsize, gamma=args.gamma, keep=args.keep,
+                    symmetric=args.symmetric, timeout=args.timeout).time
+
+
+def record(args, collective: str, algorithm: str, size: int, count,
+           seconds: float) -> dict:
+    """A benchmark record (:func:`mpicoll.bench.harness.record`'s fields)
+    for a predicted time, marked ``predicted`` with model and network."""
+    row = COLLECTIVES[collective]
+    nbytes = SPECS[collective].nbytes(count, size, np.dtype(args.dtype).itemsize)
+    us = seconds * 1e6
+    algbw = nbytes / (us * 1e3) if us > 0 else 0.0
+    return {"collective": collective, "algorithm": algorithm,
+            "chosen": None, "nranks": size, "dtype": args.dtype,
+            "op": "sum" if row.reducing else None,
+            "root": 0 if row.rooted else None, "count": count,
+            "nbytes": nbytes, "inplace": False, "device": "cpu",
+            "persistent": False,
+            "time_us": dict.fromkeys(("avg", "min", "max", "p50", "p99"), us),
+            "algbw_gbps": algbw, "busbw_gbps": algbw * row.bus_factor(size),
+            "iters": 0, "wrong": 0, "predicted": True, "model": args.model,
+            "network": args.platform.spec,
+            "ranks_per_node": args.ranks_per_node}
+
+
+def run(args) -> list[dict]:
+    """Predict every case, printing the tables; the records."""
+    records = []
+    itemsize = np.dtype(args.dtype).itemsize
+    for collective in args.collectives:
+        spec = SPECS[collective]
+        for size in args.rank_counts:
+            mine = []
+            if not args.quiet:
+                print(f"\n# {collective}, {size} ranks, {args.model} model, "
+                      f"{args.platform.spec}, {args.ranks_per_node} per node;"
+                      f" predicted time per call, GB/s; * = fastest",
+                      flush=True)
+                print(COLUMNS, flush=True)
+            counts = dict.fromkeys(spec.count_for(s, size, itemsize) for s in
+                                   sizes(args.minbytes, args.maxbytes,
+                                         args.stepfactor))
+            for count in counts:
+                rows = []
+                for alg in args.algorithms[collective]:
+                    try:
+                        t = predicted_seconds(args, collective, alg, size,
+                                              count)
+                    except (ValueError, KeyError, TimeoutError) as e:
+                        print(f"# {alg} skipped: {e}", file=sys.stderr)
+                        continue
+                    rows.append(record(args, collective, alg, size, count, t))
+                _show_rows(args, rows)
+                mine += rows
+            records += mine
+            if not args.quiet:
+                print(f"# {collective} at {size} ranks: the predicted best")
+                for s in summary(mine, collective):
+                    print(f"#   {s.nbytes:>10} B  {s.best}")
+    return records
+
+
+def header(args, argv) -> dict:
+    """What was predicted and how (the ``--json`` header)."""
+    return {"mpicoll": mpicoll.__version__, "predicted": True,
+            "model": args.model, "network": args.platform.spec,
+            "ranks_per_node": args.ranks_per_node,
+            "nranks": args.rank_counts, "alpha": args.alpha,
+            "beta": args.beta, "gamma": args.gamma, "keep": args.keep,
+            "symmetric": args.symmetric,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "command": " ".join([sys.executable, "-m", "mpicoll.simulate",
+                                 *argv])}
+
+
+def rules_path(path: str, size: int, several: bool) -> str:
+    """``path`` itself, or with ``.size`` before its extension."""
+    if not several:
+        return path
+    stem, ext = os.path.splitext(path)
+    return f"{stem}.{size}{ext}"
+
+
+def plot(records: list[dict], path: str) -> None:
+    """A PNG of predicted time (µs) by size, one line per algorithm, one
+    panel per collective and rank count."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in records if r["nbytes"] > 0]
+    panels = list(dict.fromkeys((r["collective"], r["nranks"]) for r in rows))
+    ncols = min(3, max(len(panels), 1))
+    nrows = max(math.ceil(len(panels) / ncols), 1)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.6 * nrows),
+                             squeeze=False)
+    for ax, (collective, size) in zip(axes.flat, panels):
+        mine = [r for r in rows if (r["collective"], r["nranks"])
+                == (collective, size)]
+        for name in dict.fromkeys(r["algorithm"] for r in mine):
+            line = sorted((r["nbytes"], r["time_us"]["avg"]) for r in mine
+                          if r["algorithm"] == name)
+            ax.plot(*zip(*line), marker=".", label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(f"{collective}, {size} ranks, {mine[0]['model']}, "
+                     f"{mine[0]['network']}", fontsize="small")
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("predicted time (µs)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="x-small")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_outputs(args, head: dict, records: list[dict]) -> None:
+    """JSON, plot and rules files, if asked for."""
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"header": head, "records": records}, f, indent=1)
+    if args.plot:
+        plot(records, args.plot)
+    if args.emit_rules:
+        several = len(args.rank_counts) > 1
+        for size in args.rank_counts:
+            rules = rules_from_records(records, size)
+            rules["source"] = (f"simulation, {args.model} model, "
+                               f"{args.platform.spec}, "
+                               f"{args.ranks_per_node} per node")
+            with open(rules_path(args.emit_rules, size, several), "w") as f:
+                json.dump(rules, f, indent=1)
+
+
+def main(argv=None) -> int:
+    """Run the command; 0 on success, 2 for bad arguments."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = parse_args(argv)
+    except SystemExit as e:
+        return 0 if e.code in (0, None) else int(e.code)
+    t0 = time.perf_counter()
+    records = run(args)
+    write_outputs(args, header(args, argv), records)
+    if not args.quiet:
+        print(f"# {len(records)} predictions in "
+              f"{time.perf_counter() - t0:.1f} s", flush=True)
+    return 0
