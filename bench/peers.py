@@ -10,6 +10,8 @@ Contenders, per collective (allreduce, allgather, bcast) and size:
 - ``mpicoll auto``: what mpicoll's selection picks (named in the table);
 - ``mpicoll best``: the fastest right hand-built algorithm of this run
   (every registered one is timed; the winner is named);
+- ``mpicoll nonblocking``: ``auto``'s choice as the ``I*`` call (its
+  ``Work`` waited on at once);
 - ``mpicoll persistent``: ``auto``'s choice prepared once
   (``Allreduce_init``...), then ``Start`` and ``Wait`` per call;
 - ``mpi4py``: the MPI library's call made directly through mpi4py's
@@ -42,8 +44,9 @@ import sys
 
 import numpy as np
 
-CONTENDERS = ("mpicoll auto", "mpicoll best", "mpicoll persistent", "mpi4py",
-              "mpi4py persistent", "mpi4py pickle", "torch gloo")
+CONTENDERS = ("mpicoll auto", "mpicoll best", "mpicoll nonblocking",
+              "mpicoll persistent", "mpi4py", "mpi4py persistent",
+              "mpi4py pickle", "torch gloo")
 COLLECTIVES = ("allreduce", "allgather", "bcast")
 STAT = "p50"  # the statistic compared
 
@@ -81,12 +84,12 @@ def arguments(argv=None) -> argparse.Namespace:
 
 # -- contenders: each makes (call, output) from one rank's fresh buffers --
 
-def mpicoll_caller(comm, algorithm, persistent=False):
+def mpicoll_caller(comm, algorithm, persistent=False, nonblocking=False):
     from mpicoll.bench.harness import caller
 
     def make(case, bufs):
-        return (caller(comm, case, bufs, algorithm, persistent=persistent),
-                lambda: bufs.out)
+        return (caller(comm, case, bufs, algorithm, persistent=persistent,
+                       nonblocking=nonblocking), lambda: bufs.out)
     return make
 
 
@@ -282,10 +285,14 @@ def target_verdicts(rows: list[dict]) -> list[str]:
 
 
 def main(argv=None) -> int:
-    args = arguments(argv)
     import mpi4py
 
-    mpi4py.rc.thread_level = args.thread_level
+    # The level must be set before anything imports mpicoll (which
+    # initializes MPI): read it first, alone.
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("--thread-level", default="multiple")
+    mpi4py.rc.thread_level = early.parse_known_args(argv)[0].thread_level
+    args = arguments(argv)
     from mpi4py import MPI
 
     import mpicoll
@@ -299,6 +306,10 @@ def main(argv=None) -> int:
     gloo = None if args.no_torch else torch_gloo(world)
     level = {MPI.THREAD_SINGLE: "single",
              MPI.THREAD_MULTIPLE: "multiple"}.get(MPI.Query_thread(), "other")
+    if level != args.thread_level:
+        sys.exit(f"peers.py: MPI runs at thread level {level}, not "
+                 f"{args.thread_level}: it was initialized before this "
+                 f"script could choose (run it without -m mpi4py)")
     all_cases = [(name, n) for name in args.collectives
                  for n in dict.fromkeys(
                      SPECS[name].count_for(s, comm.size, 4) for s in
@@ -309,6 +320,8 @@ def main(argv=None) -> int:
         hand_built = [a for a in mpicoll.algorithms(name) if a != "native"]
         makers = {"mpicoll auto": mpicoll_caller(comm, "auto"),
                   **{a: mpicoll_caller(comm, a) for a in hand_built},
+                  "mpicoll nonblocking": mpicoll_caller(
+                      comm, "auto", nonblocking=True),
                   "mpicoll persistent": mpicoll_caller(comm, "auto", True),
                   "mpi4py": mpi4py_buffer(world),
                   "mpi4py persistent": mpi4py_persistent(world),

@@ -180,7 +180,9 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
 
     def Iallreduce(self, sendbuf, recvbuf, op=MPI.SUM, *,
                    algorithm="auto") -> Work:
-        return self._call_allreduce(sendbuf, recvbuf, op, algorithm, True)
+        memo = ("Iallreduce", algorithm, recvbuf, sendbuf, op, None)
+        return self._engine.restarted(*memo) or self._call_allreduce(
+            sendbuf, recvbuf, op, algorithm, True, memo)
 
     def _call_allreduce(self, sendbuf, recvbuf, op, algorithm, async_op,
                         memo=None):
@@ -224,7 +226,9 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
 
     def Ireduce(self, sendbuf, recvbuf, op=MPI.SUM, root=0, *,
                 algorithm="auto") -> Work:
-        return self._call_reduce(sendbuf, recvbuf, op, root, algorithm, True)
+        memo = ("Ireduce", algorithm, recvbuf, sendbuf, op, root)
+        return self._engine.restarted(*memo) or self._call_reduce(
+            sendbuf, recvbuf, op, root, algorithm, True, memo)
 
     def _call_reduce(self, sendbuf, recvbuf, op, root, algorithm, async_op,
                      memo=None):
@@ -253,7 +257,9 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
             self._call_bcast(buf, root, algorithm, False, memo)
 
     def Ibcast(self, buf, root=0, *, algorithm="auto") -> Work:
-        return self._call_bcast(buf, root, algorithm, True)
+        memo = ("Ibcast", algorithm, buf, root, None, None)
+        return self._engine.restarted(*memo) or self._call_bcast(
+            buf, root, algorithm, True, memo)
 
     def _call_bcast(self, buf, root, algorithm, async_op, memo=None):
         where = self._where("bcast")
@@ -278,7 +284,9 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
             self._call_allgather(sendbuf, recvbuf, algorithm, False, memo)
 
     def Iallgather(self, sendbuf, recvbuf, *, algorithm="auto") -> Work:
-        return self._call_allgather(sendbuf, recvbuf, algorithm, True)
+        memo = ("Iallgather", algorithm, recvbuf, sendbuf, None, None)
+        return self._engine.restarted(*memo) or self._call_allgather(
+            sendbuf, recvbuf, algorithm, True, memo)
 
     def _call_allgather(self, sendbuf, recvbuf, algorithm, async_op,
                         memo=None):
@@ -336,7 +344,9 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
             self._call_gather(sendbuf, recvbuf, root, algorithm, False, memo)
 
     def Igather(self, sendbuf, recvbuf, root=0, *, algorithm="auto") -> Work:
-        return self._call_gather(sendbuf, recvbuf, root, algorithm, True)
+        memo = ("Igather", algorithm, recvbuf, sendbuf, root, None)
+        return self._engine.restarted(*memo) or self._call_gather(
+            sendbuf, recvbuf, root, algorithm, True, memo)
 
     def _call_gather(self, sendbuf, recvbuf, root, algorithm, async_op,
                      memo=None):
@@ -366,7 +376,9 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
 
     def Iscatter(self, sendbuf, recvbuf, root=0, *,
                  algorithm="auto") -> Work:
-        return self._call_scatter(sendbuf, recvbuf, root, algorithm, True)
+        memo = ("Iscatter", algorithm, recvbuf, sendbuf, root, None)
+        return self._engine.restarted(*memo) or self._call_scatter(
+            sendbuf, recvbuf, root, algorithm, True, memo)
 
     def _call_scatter(self, sendbuf, recvbuf, root, algorithm, async_op,
                       memo=None):
@@ -409,7 +421,9 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
             self._call_alltoall(sendbuf, recvbuf, algorithm, False, memo)
 
     def Ialltoall(self, sendbuf, recvbuf, *, algorithm="auto") -> Work:
-        return self._call_alltoall(sendbuf, recvbuf, algorithm, True)
+        memo = ("Ialltoall", algorithm, recvbuf, sendbuf, None, None)
+        return self._engine.restarted(*memo) or self._call_alltoall(
+            sendbuf, recvbuf, algorithm, True, memo)
 
     def _call_alltoall(self, sendbuf, recvbuf, algorithm, async_op,
                        memo=None):
@@ -450,7 +464,9 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
                             memo)
 
     def Iscan(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto") -> Work:
-        return self._call_scan("scan", sendbuf, recvbuf, op, algorithm, True)
+        memo = ("Iscan", algorithm, recvbuf, sendbuf, op, None)
+        return self._engine.restarted(*memo) or self._call_scan(
+            "scan", sendbuf, recvbuf, op, algorithm, True, memo)
 
     def Exscan(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto"):
         memo = ("Exscan", algorithm, recvbuf, sendbuf, op, None)
@@ -460,8 +476,9 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
 
     def Iexscan(self, sendbuf, recvbuf, op=MPI.SUM, *,
                 algorithm="auto") -> Work:
-        return self._call_scan("exscan", sendbuf, recvbuf, op, algorithm,
-                               True)
+        memo = ("Iexscan", algorithm, recvbuf, sendbuf, op, None)
+        return self._engine.restarted(*memo) or self._call_scan(
+            "exscan", sendbuf, recvbuf, op, algorithm, True, memo)
 
     def _call_scan(self, c, sendbuf, recvbuf, op, algorithm, async_op,
                    memo=None):
@@ -485,8 +502,11 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
 
     def Ireduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM, *,
                               algorithm="auto") -> Work:
-        return self._call_reduce_scatter_block(sendbuf, recvbuf, op,
-                                               algorithm, True)
+        memo = ("Ireduce_scatter_block", algorithm, recvbuf, sendbuf, op,
+                None)
+        return self._engine.restarted(*memo) or \
+            self._call_reduce_scatter_block(sendbuf, recvbuf, op, algorithm,
+                                            True, memo)
 
     def _call_reduce_scatter_block(self, sendbuf, recvbuf, op, algorithm,
                                    async_op, memo=None):
@@ -517,7 +537,9 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
             self._barrier(algorithm, False, memo)
 
     def Ibarrier(self, *, algorithm="auto") -> Work:
-        return self._barrier(algorithm, True)
+        memo = ("Ibarrier", algorithm, None, None, None, None)
+        return self._engine.restarted(*memo) or self._barrier(
+            algorithm, True, memo)
 
 
 # The collective methods a guarded Comm wraps (mpicoll.guard).

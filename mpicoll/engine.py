@@ -178,12 +178,14 @@ class Engine:
         if guard.on:  # every call checked or bounded, none replayed
             self.launch = self._guarded_launch
             self.replayed = _never_replayed
+            self.restarted = _never_restarted
         self._choices: dict[tuple, Choice] = {}
         # (collective, algorithm, bytes, dtype, op) -> Algorithm, for calls
         # whose op/type pair and choice were already checked.
         self._checked: dict[tuple, object] = {}
-        # key -> (arrays, dtypes, runner, finish, objects): see replayed.
-        self._replays: dict[tuple, tuple] = {}
+        # id(buf) ^ id(a) -> the call's objects and its run: see _matching.
+        self._replays: dict[int, tuple] = {}
+        self._restarts: dict[int, tuple] = {}  # nonblocking calls' launches
 
     def where(self, collective: str) -> dict:
         return {"rank": self.rank, "collective": collective}
@@ -293,42 +295,58 @@ class Engine:
             else:
                 make = self.prepared(given[0], async_op, *given[1])
             if async_op:
-                return Work(where=self.where_alg(call, alg),
-                            request=make(), finish=finish, keep=call.owners)
+                start = partial(_native_work, self.where_alg(call, alg),
+                                make, finish, call.owners)
+                if call.memo is not None and lent is None:
+                    self._remember(self._restarts, call.memo, start)
+                return start()
             make()
             if call.memo is not None and lent is None:
-                self._remember(call.memo, make, finish)
+                self._remember(self._replays, call.memo, then(make, finish))
         else:
             if call.unstage is not None:
                 finish = then(call.unstage, finish)
             plan = self.ctx.plan(alg, call.count, call.root, call.op, send,
                                  recv, call.owners)
-            tag = self.ctx.next_tag()
-            if call.stage is not None:
-                call.stage()
             if async_op:
-                plan.busy = True
-
-                def release():
-                    plan.busy = False
-                    if finish is not None:
-                        finish()
-
-                execution = Execution(plan.steps, self.ctx.comm, tag)
-                work = Work(where=self.where_alg(call, alg), finish=release,
-                            keep=call.owners, execution=execution)
-                if plan.background:
-                    progress.submit(execution)
-                return work
-            run(plan.steps, self.ctx.comm, tag)
+                start = partial(self._started, plan, call.stage,
+                                self.where_alg(call, alg), finish,
+                                call.owners)
+                if call.memo is not None:
+                    self._remember(self._restarts, call.memo, start)
+                return start()
+            runner = partial(self._run_steps, plan.steps)
+            if call.stage is not None:
+                runner = then(call.stage, runner)
+            runner()
             if call.memo is not None:
-                runner = partial(self._run_steps, plan.steps)
-                if call.stage is not None:
-                    runner = then(call.stage, runner)
-                self._remember(call.memo, runner, finish)
+                self._remember(self._replays, call.memo,
+                               then(runner, finish))
         if finish is not None:
             finish()
         return None
+
+    def _started(self, plan, stage, where, finish, owners) -> Work | None:
+        """``plan`` launched as a nonblocking call (None while a previous
+        launch of it is still in flight: the caller then plans anew)."""
+        if plan.busy:
+            return None
+        plan.busy = True
+        tag = self.ctx.next_tag()
+        if stage is not None:
+            stage()
+
+        def release():
+            plan.busy = False
+            if finish is not None:
+                finish()
+
+        execution = Execution(plan.steps, self.ctx.comm, tag)
+        work = Work(where=where, finish=release, keep=owners,
+                    execution=execution)
+        if plan.background:
+            progress.submit(execution)
+        return work
 
     # ------------------------------------------------------------ guarded
 
@@ -469,15 +487,13 @@ class Engine:
     def prepared(self, name: str, nonblocking: bool, *args) -> partial:
         """The private communicator's call ``name`` (mpi4py's name, or its
         ``I`` or ``_init`` twin) with ``args`` bound, not yet made: a
-        replayed call makes it directly, so a blocking call's arrays are
-        bound as :func:`~mpicoll.message.named` messages."""
+        replayed call makes it directly, so arrays are bound as
+        :func:`~mpicoll.message.named` messages."""
         if nonblocking is PERSISTENT:
             name += "_init"
         elif nonblocking:
             name = "I" + name[0].lower() + name[1:]
-        else:  # maybe replayed: name the arrays' datatypes once
-            args = map(named, args)
-        return partial(getattr(self.ctx.comm, name), *args)
+        return partial(getattr(self.ctx.comm, name), *map(named, args))
 
     def _run_steps(self, steps) -> None:
         run(steps, self.ctx.comm, self.ctx.next_tag())
@@ -497,36 +513,43 @@ class Engine:
         in place; its size and memory cannot change while the plan's views
         exist), so that is compared too. A hit costs a dict lookup and
         eight comparisons (about 0.3 us) instead of parsing and choosing
-        again; ``Comm`` calls then also skip mpi4py's inference of the
-        datatype (:meth:`prepared`).
+        again (5-15 us); ``Comm`` calls then also skip mpi4py's inference
+        of the datatype (:meth:`prepared`).
         """
-        e = self._replays.get(id(buf) ^ id(a))
-        if e is not None and e[2] is buf and e[3] is a and e[4] is b \
-                and e[5] is c and e[6].dtype is e[7] \
-                and e[8].dtype is e[9] and e[0] == name \
-                and e[1] == algorithm:
-            e[10]()
-            return True
-        return False
+        run = _matching(self._replays, name, algorithm, buf, a, b, c)
+        if run is None:
+            return False
+        run()
+        return True
 
-    def _remember(self, memo, runner, finish) -> None:
-        """Keep a blocking call for :meth:`replayed`: ``memo`` is its
+    def restarted(self, name: str, algorithm, buf, a=None, b=None,
+                  c=None) -> Work | None:
+        """:meth:`replayed` for a nonblocking call: this very call
+        launched again, its :class:`~mpicoll.work.Work`; None if it must
+        take the full path (also while a hand-built one's previous launch
+        on these buffers is still in flight)."""
+        start = _matching(self._restarts, name, algorithm, buf, a, b, c)
+        return None if start is None else start()
+
+    def _remember(self, table: dict, memo, run) -> None:
+        """Keep ``run`` (a blocking call's whole run, or a nonblocking
+        call's launch) in ``table`` for :func:`_matching`: ``memo`` is its
         ``(name, algorithm, buf, a, b, c)``."""
-        if len(self._replays) >= REPLAYS:
-            self._replays.clear()
+        if len(table) >= REPLAYS:
+            table.clear()
         name, algorithm, buf, a, b, c = memo
         objects = (buf, a, b, c)
         arrays = [o for o in objects if hasattr(o, "dtype")]
         if len(arrays) > 2 or list in map(type, objects):
-            return  # more arrays than replayed() compares, or a message
+            return  # more arrays than _matching compares, or a message
             # spec the caller could change in place
         first, second = (*arrays, _NO_ARRAY, _NO_ARRAY)[:2]
-        self._replays[id(buf) ^ id(a)] = (
-            name, algorithm, buf, a, b, c, first, first.dtype, second,
-            second.dtype, then(runner, finish))
+        table[id(buf) ^ id(a)] = (name, algorithm, buf, a, b, c, first,
+                                  first.dtype, second, second.dtype, run)
 
     def forget_replays(self) -> None:
         self._replays.clear()
+        self._restarts.clear()
 
     # ----------------------------------------------------------- agreeing
 
@@ -555,6 +578,21 @@ class Engine:
                 **self.where(collective))
 
 
+def _matching(table: dict, name, algorithm, buf, a, b, c):
+    """The kept run of this call on these objects in ``table``, or None."""
+    e = table.get(id(buf) ^ id(a))
+    if e is not None and e[2] is buf and e[3] is a and e[4] is b \
+            and e[5] is c and e[6].dtype is e[7] and e[8].dtype is e[9] \
+            and e[0] == name and e[1] == algorithm:
+        return e[10]
+    return None
+
+
+def _native_work(where, make, finish, keep) -> Work:
+    """A nonblocking native call made: its Work."""
+    return Work(where=where, request=make(), finish=finish, keep=keep)
+
+
 class _NoArray:
     """Stands for a missing array in a replay entry (its dtype never
     changes)."""
@@ -565,5 +603,9 @@ class _NoArray:
 _NO_ARRAY = _NoArray()
 
 
-def _never_replayed(name, algorithm, buf, a=None, b=None, c=None) -> bool:
+def _never_replayed(name, algorithm, buf, a=None, b=None, c=None):
     return False
+
+
+def _never_restarted(name, algorithm, buf, a=None, b=None, c=None):
+    return None

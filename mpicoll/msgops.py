@@ -15,6 +15,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll import cuda
+from mpicoll.schedule.plan import address as plan_address
 from mpicoll.errors import (BufferSpecError, BufferSpecMPIError,
                             InvalidArgumentError, InvalidArgumentOverflowError,
                             InvalidArgumentTypeError, MPIOpTypeError,
@@ -122,8 +123,7 @@ def address(msg) -> int | None:
     if raw is None:
         return None
     offset = msg.offset if not hasattr(msg, "displs") else 0
-    info = getattr(raw, "__array_interface__", None)
-    return offset + (info["data"][0] if info else raw.data.ptr)
+    return offset + plan_address(raw)
 
 
 def check_alias(send, recv, *, where: dict) -> None:
@@ -132,7 +132,8 @@ def check_alias(send, recv, *, where: dict) -> None:
     if send is None or recv is None:
         return
     count = send.count if not hasattr(send, "displs") else sum(send.counts)
-    if count and address(send) is not None and address(send) == address(recv):
+    at = address(send) if count else None
+    if at is not None and at == address(recv):
         raise BufferSpecMPIError("sendbuf and recvbuf are the same buffer "
                                  "(use MPI.IN_PLACE)",
                                  error_class=MPI.ERR_BUFFER, **where)

@@ -168,6 +168,15 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
                                   **self._where(collective))
         return flats
 
+    def _again(self, memo, async_op) -> tuple:
+        """``(True, what the call returns)`` for a repeat of a call already
+        checked (replayed, or restarted: ``Engine.replayed`` and
+        ``Engine.restarted``), else ``(False, None)``."""
+        if async_op:
+            work = self._engine.restarted(*memo)
+            return work is not None, work
+        return self._engine.replayed(*memo), None
+
     def _op_of(self, op, collective):
         return self._op(op.value if isinstance(op, ReduceOp) else op,
                         collective)
@@ -177,10 +186,10 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
     def all_reduce(self, tensor, op=ReduceOp.SUM, async_op=False, *,
                    algorithm="auto"):
         """Reduce ``tensor`` across ranks, in place on every rank."""
-        memo = None if async_op else (
-            "all_reduce", algorithm, tensor, op, None, None)
-        if memo and self._engine.replayed(*memo):
-            return None
+        memo = ("all_reduce", algorithm, tensor, op, None, None)
+        done, work = self._again(memo, async_op)
+        if done:
+            return work
         c = "allreduce"
         op = self._op_of(op, c)
         flat = self._tensor(tensor, c, "tensor")
@@ -191,10 +200,10 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
                algorithm="auto"):
         """Reduce ``tensor`` onto ``dst``, in place there; elsewhere
         ``tensor`` is only read."""
-        memo = None if async_op else (
-            "reduce", algorithm, tensor, op, dst, None)
-        if memo and self._engine.replayed(*memo):
-            return None
+        memo = ("reduce", algorithm, tensor, op, dst, None)
+        done, work = self._again(memo, async_op)
+        if done:
+            return work
         c = "reduce"
         op = self._op_of(op, c)
         dst = self._root(dst, c)
@@ -205,10 +214,10 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
 
     def broadcast(self, tensor, src=0, async_op=False, *, algorithm="auto"):
         """Copy ``src``'s ``tensor`` into every rank's ``tensor``."""
-        memo = None if async_op else (
-            "broadcast", algorithm, tensor, src, None, None)
-        if memo and self._engine.replayed(*memo):
-            return None
+        memo = ("broadcast", algorithm, tensor, src, None, None)
+        done, work = self._again(memo, async_op)
+        if done:
+            return work
         c = "bcast"
         src = self._root(src, c)
         return self._bcast(self._tensor(tensor, c, "tensor"), src, algorithm,
@@ -220,10 +229,10 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
         times as many elements), in rank order; ``input_tensor`` may be
         ``output_tensor``'s own block (in place)."""
         out, x = output_tensor, input_tensor
-        memo = None if async_op else (
-            "all_gather_into_tensor", algorithm, out, x, None, None)
-        if memo and self._engine.replayed(*memo):
-            return None
+        memo = ("all_gather_into_tensor", algorithm, out, x, None, None)
+        done, work = self._again(memo, async_op)
+        if done:
+            return work
         c = "allgather"
         send = self._tensor(x, c, "input_tensor", writable=False)
         recv = self._tensor(out, c, "output_tensor")
@@ -265,10 +274,10 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
                               async_op=False, *, algorithm="auto"):
         """Reduce ``input`` (``size`` blocks of ``output``'s size) across
         ranks and leave block ``rank`` of the result in ``output``."""
-        memo = None if async_op else (
-            "reduce_scatter_tensor", algorithm, output, input, op, None)
-        if memo and self._engine.replayed(*memo):
-            return None
+        memo = ("reduce_scatter_tensor", algorithm, output, input, op, None)
+        done, work = self._again(memo, async_op)
+        if done:
+            return work
         c = "reduce_scatter_block"
         op = self._op_of(op, c)
         send = self._tensor(input, c, "input", writable=False)
@@ -450,10 +459,10 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
 
     def barrier(self, async_op=False, *, algorithm="auto"):
         """Block until every rank has entered the barrier."""
-        memo = None if async_op else (
-            "barrier", algorithm, None, None, None, None)
-        if memo and self._engine.replayed(*memo):
-            return None
+        memo = ("barrier", algorithm, None, None, None, None)
+        done, work = self._again(memo, async_op)
+        if done:
+            return work
         return self._barrier(algorithm, async_op, memo)
 
     # ----------------------------------------------------------- checks

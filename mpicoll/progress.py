@@ -16,7 +16,13 @@ and skips an execution another thread is advancing), so a slow collective
 does not hold up the others.
 
 What it costs. The thread sleeps on a condition variable while nothing is
-in flight (no CPU). While something is, it tests every execution in turn
+in flight (no CPU). It leaves a collective alone for its first
+``GRACE`` (1 ms) in flight: a caller that waits within that time (an
+``I*`` call or a persistent ``Start`` soon followed by its wait) finishes
+it in its own thread, with no hand-over between threads (a hand-over
+made an ``Iallreduce`` and its ``wait`` up to 3x the blocking call at
+128 KiB on 2 ranks; ``bench/peers.py``'s ``mpicoll nonblocking`` column
+shows what remains). Past ``GRACE`` it tests every execution in turn
 and, when no round finished, sleeps ``MIN_PAUSE`` doubling up to
 ``MAX_PAUSE`` seconds (a finished round resets the pause), so an idle
 round costs a few microseconds of one core per pause, and a finished
@@ -62,6 +68,7 @@ from mpicoll.schedule.executor import Execution
 
 MIN_PAUSE = 2e-5  # seconds between idle passes, doubling up to
 MAX_PAUSE = 5e-4
+GRACE = 1e-3  # seconds an execution is left to its caller after launch
 SWITCH_INTERVAL = 5e-4  # seconds: the GIL hand-over while work is in flight
 
 log = logging.getLogger("mpicoll")
@@ -85,6 +92,7 @@ class Engine:
         self._thread.start()
 
     def submit(self, execution: Execution) -> None:
+        execution.submitted = time.monotonic()
         with self._cond:
             if not self._active:
                 self._shorten_switch_interval()
@@ -122,8 +130,14 @@ class Engine:
                     return
                 active = list(self._active)
             moved = False
+            now = time.monotonic()
+            young = GRACE  # the least time until a young one is due
             for execution in active:
-                moved |= execution.advance_if_free()
+                age = now - execution.submitted
+                if age >= GRACE:
+                    moved |= execution.advance_if_free()
+                else:
+                    young = min(young, GRACE - age)
             # Hold no finished execution (its plan and the caller's buffers)
             # past this pass, asleep.
             active = execution = None
@@ -133,8 +147,8 @@ class Engine:
                     self._restore_switch_interval()
             if moved:
                 pause = MIN_PAUSE
-            else:
-                time.sleep(pause)
+            else:  # young ones alone: wake when the first is due
+                time.sleep(young if young < GRACE else pause)
                 pause = min(2 * pause, MAX_PAUSE)
 
 

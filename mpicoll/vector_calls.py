@@ -54,7 +54,9 @@ class VectorCalls:
             self._call_allgatherv(sendbuf, recvbuf, algorithm, False, memo)
 
     def Iallgatherv(self, sendbuf, recvbuf, *, algorithm="auto") -> Work:
-        return self._call_allgatherv(sendbuf, recvbuf, algorithm, True)
+        memo = ("Iallgatherv", algorithm, recvbuf, sendbuf, None, None)
+        return self._engine.restarted(*memo) or self._call_allgatherv(
+            sendbuf, recvbuf, algorithm, True, memo)
 
     def _call_allgatherv(self, sendbuf, recvbuf, algorithm, async_op,
                          memo=None):
@@ -240,8 +242,11 @@ class VectorCalls:
 
     def Ireduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM,
                         *, algorithm="auto") -> Work:
-        return self._call_reduce_scatter(sendbuf, recvbuf, recvcounts, op,
-                                         algorithm, True)
+        memo = ("Ireduce_scatter", algorithm, recvbuf, sendbuf, op,
+                recvcounts) if type(recvcounts) is tuple else None
+        return (memo and self._engine.restarted(*memo)) or \
+            self._call_reduce_scatter(sendbuf, recvbuf, recvcounts, op,
+                                      algorithm, True, memo)
 
     def _call_reduce_scatter(self, sendbuf, recvbuf, recvcounts, op,
                              algorithm, async_op, memo=None):

@@ -303,6 +303,52 @@ def test_repeated_calls_on_the_same_buffers(comm, algorithm):
     assert z.size == 8 and np.all(z == p - 1)
 
 
+@pytest.mark.parametrize("algorithm", ["native", "ring", "recursive_doubling",
+                                       "auto"])
+def test_repeated_nonblocking_calls_on_the_same_buffers(comm, algorithm):
+    """Nonblocking repeats relaunch the checked call
+    (mpicoll.engine.Engine.restarted): results follow the buffers, a
+    relaunch while the previous one is still in flight on other buffers
+    is its own call, and a dtype reassigned in place is parsed anew."""
+    p, r = comm.size, comm.rank
+    x, y = np.zeros(10), np.zeros(10)
+    u, v = np.zeros(10), np.zeros(10)
+    for i in range(3):
+        x[:], u[:] = r + i, 2 * (r + i)
+        first = comm.Iallreduce(x, y, MPI.SUM, algorithm=algorithm)
+        second = comm.Iallreduce(u, v, MPI.SUM, algorithm=algorithm)
+        mpicoll.waitall([second, first])
+        assert np.all(y == sum(range(p)) + i * p)
+        assert np.all(v == 2 * (sum(range(p)) + i * p))
+        work = PG(comm).all_reduce(x, op="max", async_op=True,
+                                   algorithm=algorithm)
+        work.wait()
+        assert np.all(x == p - 1 + i)
+    z = np.arange(4, dtype=np.int64) + r
+    PG(comm).all_reduce(z, op="max", async_op=True,
+                        algorithm=algorithm).wait()
+    assert np.array_equal(z, np.arange(4) + p - 1)
+    z.dtype = np.int32  # as in the blocking test above
+    z[:] = np.where(np.arange(8) % 2 == 0, r, p - 1 - r)
+    PG(comm).all_reduce(z, op="max", async_op=True,
+                        algorithm=algorithm).wait()
+    assert z.size == 8 and np.all(z == p - 1)
+
+
+@pytest.mark.parametrize("algorithm", ["native", *mpicoll.algorithms(
+    "alltoall")])
+def test_repeated_nonblocking_in_place_alltoall(comm, algorithm):
+    """A relaunched in-place Ialltoall copies its input again."""
+    p, r = comm.size, comm.rank
+    buf = np.empty(2 * p)
+    for k in range(3):
+        buf[...] = np.arange(2 * p) + 100 * r + 1000 * k
+        comm.Ialltoall(MPI.IN_PLACE, buf, algorithm=algorithm).wait()
+        want = [2 * r + i + 100 * q + 1000 * k for q in range(p)
+                for i in range(2)]
+        assert np.array_equal(buf, want), (k, buf)
+
+
 @pytest.mark.parametrize("algorithm", ["native", *mpicoll.algorithms(
     "alltoall")])
 def test_repeated_in_place_alltoall_reads_the_new_input(comm, algorithm):

@@ -87,11 +87,12 @@ def _in_place(row, send, recv, rank, size, c: Case) -> Buffers:
 
 
 def caller(comm, case: Case, bufs: Buffers, algorithm: str, timeout=None,
-           persistent: bool = False):
+           persistent: bool = False, nonblocking: bool = False):
     """A no-argument function making one call (and, on a GPU, waiting for
-    it); with ``timeout``, the nonblocking form waited on with that
-    timeout; ``persistent``: the call prepared once (``X_init``), each
-    call a ``Start`` and a ``Wait``, and ``call.free()`` frees it."""
+    it); ``nonblocking``, or a ``timeout``: the nonblocking form waited on
+    at once (with that timeout); ``persistent``: the call prepared once
+    (``X_init``), each call a ``Start`` and a ``Wait``, and
+    ``call.free()`` frees it."""
     row = case.spec.row
     args = arguments(case, bufs)
     sync = synchronizer(case.device)
@@ -106,10 +107,10 @@ def caller(comm, case: Case, bufs: Buffers, algorithm: str, timeout=None,
 
         call.free = request.Free
         return call
-    fn = getattr(comm, row.method if timeout is None else
-                 row.nonblocking_method)
+    nonblocking = nonblocking or timeout is not None
+    fn = getattr(comm, row.nonblocking_method if nonblocking else row.method)
 
-    if timeout is None:
+    if not nonblocking:
         def call():
             fn(*args, algorithm=algorithm)
             sync()

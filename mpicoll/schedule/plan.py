@@ -11,6 +11,7 @@ from functools import partial
 from typing import Callable, NamedTuple
 
 import numpy as np
+from mpi4py import MPI
 
 from mpicoll.schedule.core import Copy, Schedule, Span
 
@@ -22,7 +23,11 @@ class BoundRound(NamedTuple):
 
 
 def address(x) -> int:
-    """The data pointer of a host (NumPy) or device (CUDA) array."""
+    """The data pointer of a host (NumPy) or device (CUDA) array (for NumPy
+    through ``MPI.buffer``: 0.15 us, against 1 us for building the
+    ``__array_interface__`` dict)."""
+    if type(x) is np.ndarray:
+        return MPI.buffer(x).address
     interface = getattr(x, "__array_interface__", None)
     if interface is None:
         interface = x.__cuda_array_interface__

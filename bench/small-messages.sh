@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The runs behind docs/performance.md's "Small messages, persistent calls
+# and auto" section, at 2 ranks (the 2 cores of the development machines):
+#   bash bench/small-messages.sh [OUTDIR]     # default docs/performance
+# writes OUTDIR/<run>.txt (what each run printed) and .json:
+#   call-overhead          bench/call_overhead.py, one rank: mpicoll's
+#                          Python per call (replayed, persistent, guarded)
+#   peers-n2-allreduce-L   bench/peers.py -c allreduce at thread level L
+#                          (multiple, mpi4py's default, and single), with
+#                          the persistent columns
+#   bench-n2-small         every collective's auto against native, 8 B-4 KiB
+#   bench-n2-F             allreduce, every algorithm, F = out-of-place
+#                          and inplace,
+#                          8 KiB-4 MiB
+# Each run interleaves its contenders; compare numbers within a table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/venv.sh
+. scripts/venv.sh
+out=${1:-docs/performance}
+mkdir -p "$out"
+
+launch() {  # launch NAME ARGS...: 2 ranks, keep what it prints
+    local name=$1
+    shift
+    echo "== $name: mpiexec -n 2 python -m mpi4py $*" | tee "$out/$name.txt"
+    "$mpiexec" -n 2 "$py" -m mpi4py "$@" | tee -a "$out/$name.txt"
+}
+
+echo "== call-overhead: python bench/call_overhead.py" \
+    | tee "$out/call-overhead.txt"
+"$py" bench/call_overhead.py | tee -a "$out/call-overhead.txt"
+# (python -m mpi4py would initialize MPI at its default level first)
+for level in multiple single; do
+    name=peers-n2-allreduce-$level
+    echo "== $name: mpiexec -n 2 python bench/peers.py --thread-level $level" \
+        | tee "$out/$name.txt"
+    "$mpiexec" -n 2 "$py" bench/peers.py -c allreduce -e 16M \
+        --thread-level "$level" --time-budget 150 --json "$out/$name.json" \
+        | tee -a "$out/$name.txt"
+done
+launch bench-n2-small -m mpicoll.bench -c all -a native,auto -e 4K \
+    --time-budget 60 --json "$out/bench-n2-small.json"
+for form in out-of-place inplace; do
+    flag=()
+    [ "$form" = inplace ] && flag=(--inplace)
+    launch "bench-n2-$form" -m mpicoll.bench -c allreduce -a all \
+        -b 8K -e 4M "${flag[@]}" --time-budget 90 \
+        --json "$out/bench-n2-$form.json"
+done
