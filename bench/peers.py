@@ -72,6 +72,9 @@ def arguments(argv=None) -> argparse.Namespace:
     p.add_argument("--no-torch", action="store_true",
                    help="leave torch gloo out even if torch is installed")
     p.add_argument("--no-targets", action="store_true")
+    p.add_argument("--rewrite", action="store_true",
+                   help="write the input before every timed call (as an "
+                        "application does; the write is timed too)")
     p.add_argument("--json", metavar="FILE")
     p.add_argument("--plot", metavar="FILE.png")
     args = p.parse_args(argv)
@@ -188,11 +191,12 @@ def measure_size(comm, case, makers: dict, hand_built: list[str], *,
 
     world = MPI.Intracomm(comm)
     bufs = harness.make_buffers(case, comm.rank, comm.size)
-    calls = {name: make(case, bufs)[0] for name, make in makers.items()}
+    made = {name: make(case, bufs)[0] for name, make in makers.items()}
+    calls = harness.rewriting(case, bufs, made)
     probe = harness.warm_up(world, calls, warmup)
     iters = harness.fit_iterations(world, probe, iters, budget)
     times = harness.timed_rounds(world, calls, iters, rounds)
-    _free(calls.values())
+    _free(made.values())
     rows = {}
     for name, make in makers.items():
         fresh = harness.make_buffers(case, comm.rank, comm.size)
@@ -232,8 +236,9 @@ def _fold_hand_built(rows: dict, hand_built: list[str]) -> list[dict]:
 
 def print_table(name: str, rows: list[dict], nranks: int, level: str) -> None:
     names = list(dict.fromkeys(r["algorithm"] for r in rows))
-    print(f"\n# {name} float32 sum, {nranks} ranks, thread level {level}; "
-          f"median µs per call (time / mpi4py)")
+    rewritten = ", input rewritten per call" if rows[0]["rewritten"] else ""
+    print(f"\n# {name} float32 sum, {nranks} ranks, thread level {level}"
+          f"{rewritten}; median µs per call (time / mpi4py)")
     print(f"{'bytes':>10} " + " ".join(f"{n:>22}" for n in names))
     for nbytes in dict.fromkeys(r["nbytes"] for r in rows):
         at = {r["algorithm"]: r for r in rows if r["nbytes"] == nbytes}
@@ -330,7 +335,8 @@ def main(argv=None) -> int:
             makers["torch gloo"] = gloo
         rows = []
         for _, count in (c for c in all_cases if c[0] == name):
-            case = Case(SPECS[name], count, "float32", "sum", 0, False)
+            case = Case(SPECS[name], count, "float32", "sum", 0, False,
+                        rewrite=args.rewrite)
             rows += measure_size(comm, case, makers, hand_built,
                                  iters=args.iters, warmup=args.warmup,
                                  rounds=args.rounds, budget=budget)

@@ -7,11 +7,12 @@
 #                          Python per call (replayed, persistent, guarded)
 #   peers-n2-allreduce-L   bench/peers.py -c allreduce at thread level L
 #                          (multiple, mpi4py's default, and single), with
-#                          the persistent columns
+#                          the nonblocking and persistent columns
+#   peers-n2-allreduce-rewritten   the same at multiple, the input written
+#                          before every call (--rewrite)
 #   bench-n2-small         every collective's auto against native, 8 B-4 KiB
-#   bench-n2-F             allreduce, every algorithm, F = out-of-place
-#                          and inplace,
-#                          8 KiB-4 MiB
+#   bench-n2-F             allreduce, every algorithm, 8 KiB-4 MiB, input
+#                          rewritten, F = out-of-place and inplace
 # Each run interleaves its contenders; compare numbers within a table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,20 +32,24 @@ echo "== call-overhead: python bench/call_overhead.py" \
     | tee "$out/call-overhead.txt"
 "$py" bench/call_overhead.py | tee -a "$out/call-overhead.txt"
 # (python -m mpi4py would initialize MPI at its default level first)
-for level in multiple single; do
-    name=peers-n2-allreduce-$level
-    echo "== $name: mpiexec -n 2 python bench/peers.py --thread-level $level" \
+peers() {  # peers NAME ARGS...: bench/peers.py -c allreduce at 2 ranks
+    local name=$1
+    shift
+    echo "== $name: mpiexec -n 2 python bench/peers.py -c allreduce -e 16M $*" \
         | tee "$out/$name.txt"
     "$mpiexec" -n 2 "$py" bench/peers.py -c allreduce -e 16M \
-        --thread-level "$level" --time-budget 150 --json "$out/$name.json" \
+        --time-budget 150 --json "$out/$name.json" "$@" \
         | tee -a "$out/$name.txt"
-done
+}
+peers peers-n2-allreduce-multiple --thread-level multiple
+peers peers-n2-allreduce-single --thread-level single
+peers peers-n2-allreduce-rewritten --rewrite
 launch bench-n2-small -m mpicoll.bench -c all -a native,auto -e 4K \
     --time-budget 60 --json "$out/bench-n2-small.json"
 for form in out-of-place inplace; do
     flag=()
     [ "$form" = inplace ] && flag=(--inplace)
     launch "bench-n2-$form" -m mpicoll.bench -c allreduce -a all \
-        -b 8K -e 4M "${flag[@]}" --time-budget 90 \
+        -b 8K -e 4M --rewrite "${flag[@]}" --time-budget 90 \
         --json "$out/bench-n2-$form.json"
 done

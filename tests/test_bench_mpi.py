@@ -7,6 +7,7 @@ failure shows as a failed assertion, never as a hang.
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 from mpi4py import MPI
 
@@ -58,6 +59,38 @@ def test_every_collective_persistent(world, inplace):
     records = run(args, world)
     assert {r["collective"] for r in records} == set(SPECS)
     assert all(r["persistent"] and r["wrong"] == 0 for r in records)
+
+
+@pytest.mark.parametrize("inplace", [[], ["--inplace"]])
+def test_every_collective_rewritten(world, inplace):
+    """--rewrite: the input written before every timed call; results
+    (checked on fresh buffers) right, records marked."""
+    args = parse_args(["-c", "all", "-a", "all", "--rewrite", *inplace,
+                       *TINY, "-e", "16"], world.rank, world.size)
+    records = run(args, world)
+    assert {r["collective"] for r in records} == set(SPECS)
+    assert all(r["rewritten"] and r["wrong"] == 0 for r in records)
+
+
+def test_rewriting_writes_what_the_call_reads(world):
+    """The write lands in the buffer the call reads: the send buffer, or
+    the receive buffer of an in-place call; nothing without --rewrite."""
+    from mpicoll.bench.harness import Case, make_buffers, rewriting
+
+    seen = []
+    for inplace in (False, True):
+        case = Case(SPECS["allreduce"], 4, "float64", "sum", 0, inplace,
+                    rewrite=True)
+        bufs = make_buffers(case, world.rank, world.size)
+        read = bufs.recv if inplace else bufs.send
+        read[:] = 7
+        calls = rewriting(case, bufs, {"c": lambda r=read: seen.append(
+            r.copy())})
+        calls["c"]()
+        assert np.all(seen[-1] == 1)
+        kept = {"c": calls["c"]}
+        assert rewriting(dataclasses.replace(case, rewrite=False), bufs,
+                         kept) is kept
 
 
 def test_main_writes_json_and_csv(world, tmp_path):

@@ -11,7 +11,9 @@ under ``python -m mpi4py`` that non-zero exit shows as an ``MPI_Abort(2)``
 line, still with code 2).
 Exit code 1 when any row has wrong results, else 0. ``--persistent`` times
 persistent calls (``X_init`` once per algorithm and size, then ``Start`` and
-``Wait`` per call). ``--timeout`` times the
+``Wait`` per call). ``--rewrite`` writes the input before every timed call
+(:func:`~mpicoll.bench.harness.rewriting` says why that matters).
+``--timeout`` times the
 nonblocking form (``I*``) waited on with ``wait(timeout=)``; a call that
 times out raises ``CollectiveTimeoutError`` on the rank that waited (run
 under ``python -m mpi4py`` so that aborts the job instead of hanging).
@@ -106,6 +108,9 @@ def _parser(rank: int) -> _Parser:
            "file for MPICOLL_RULES")
     a("--persistent", action="store_true",
       help="time persistent calls (X_init once, then Start and Wait)")
+    a("--rewrite", action="store_true",
+      help="write the input before every timed call, as an application "
+           "writes new data each step (the write is timed too)")
     a("--timeout", type=float, metavar="SECONDS",
       help="per call: time the nonblocking form with wait(timeout=)")
     a("--progress", action="store_true",
@@ -178,7 +183,7 @@ def cases(args, size: int) -> list[Case]:
                                      args.stepfactor))
         out += [Case(spec, n, args.dtype, args.op, args.root,
                      args.inplace and spec.row.inplace is not None,
-                     args.device)
+                     args.device, args.rewrite)
                 for n in counts]
     return out
 
@@ -254,7 +259,8 @@ def _open_table(comm, args, case: Case) -> None:
     if comm.rank == 0 and not args.quiet:
         print(f"\n# {case.spec.name}, {comm.size} ranks, "
               f"{'in place' if case.inplace else 'out of place'}"
-              f"{', persistent (Start + Wait)' if args.persistent else ''};"
+              f"{', persistent (Start + Wait)' if args.persistent else ''}"
+              f"{', input rewritten per call' if args.rewrite else ''};"
               f" time per call across ranks, GB/s; * = fastest", flush=True)
         print(COLUMNS, flush=True)
 

@@ -44,6 +44,7 @@ class Case:
     root: int
     inplace: bool
     device: str = "cpu"
+    rewrite: bool = False  # write the input before every timed call
 
 
 @dataclass
@@ -119,6 +120,30 @@ def caller(comm, case: Case, bufs: Buffers, algorithm: str, timeout=None,
             fn(*args, algorithm=algorithm).wait(timeout=timeout)
             sync()
     return call
+
+
+def rewriting(case: Case, bufs: Buffers, calls: dict) -> dict:
+    """``calls``, each writing every element of the input it reads first
+    when ``case.rewrite`` (as an application writes new data each step);
+    otherwise as they are. Unwritten, a peer may find the unchanged input
+    in its own cache at every call after the first (MPICH's shared-memory
+    transfers read the sender's buffer), which flatters algorithms whose
+    peers read the caller's input directly."""
+    row = case.spec.row
+    target = bufs.recv if bufs.send is MPI.IN_PLACE or row.single_buffer \
+        else bufs.send
+    if not case.rewrite or target is MPI.IN_PLACE or target is None or \
+            not target.size:
+        return calls
+    one = target.dtype.type(1)
+
+    def written(call):
+        def call_after_writing():
+            target.fill(one)
+            call()
+        return call_after_writing
+
+    return {name: written(call) for name, call in calls.items()}
 
 
 def arguments(case: Case, bufs: Buffers) -> tuple:
@@ -233,13 +258,14 @@ def measure(comm, case: Case, algorithms: list[str], *, iters: int,
     """
     world = MPI.Intracomm(comm)  # mpi4py's own calls, same handle
     bufs = make_buffers(case, comm.rank, comm.size)
-    calls = {a: caller(comm, case, bufs, a, timeout, persistent)
-             for a in algorithms}
+    made = {a: caller(comm, case, bufs, a, timeout, persistent)
+            for a in algorithms}
+    calls = rewriting(case, bufs, made)
     probe = warm_up(world, calls, warmup)
     iters = fit_iterations(world, probe, iters, budget)
     times = timed_rounds(world, calls, iters)
     if persistent:
-        for call in calls.values():
+        for call in made.values():
             call.free()
     return [record(comm, case, a, summarize(world, times[a]), iters,
                    count_wrong(comm, case, a, timeout, persistent)
@@ -264,7 +290,8 @@ def record(comm, case: Case, algorithm: str, time_us: dict, iters: int,
             "root": case.root if row.rooted else None,
             "count": case.count, "nbytes": nbytes,
             "inplace": case.inplace, "device": case.device,
-            "persistent": persistent, "time_us": time_us,
+            "persistent": persistent, "rewritten": case.rewrite,
+            "time_us": time_us,
             "algbw_gbps": algbw,
             "busbw_gbps": algbw * row.bus_factor(size),
             "iters": iters, "wrong": wrong}
