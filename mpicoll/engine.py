@@ -37,6 +37,7 @@ from functools import partial
 from typing import Callable, NamedTuple
 
 import numpy as np
+from mpi4py import MPI
 
 from mpicoll import check, exchange, progress
 from mpicoll.collectives import COLLECTIVES
@@ -167,6 +168,7 @@ class Engine:
         self.ctx = context_of(comm, settings.ranks_per_node)
         self.rank = self.ctx.rank
         self.size = self.ctx.size
+        self.thread_multiple = MPI.Query_thread() == MPI.THREAD_MULTIPLE
         self.overrides, self.rules, self.explain, _, guard = settings
         if self.explain:
             _log_to_stderr()
@@ -221,7 +223,8 @@ class Engine:
             choice = choose(
                 collective, algorithm, size=self.size, nbytes=nbytes,
                 commutative=commutative, overrides=self.overrides,
-                where=where, rules=self.rules)
+                where=where, rules=self.rules,
+                thread_multiple=self.thread_multiple)
             if why_native is not None and choice.algorithm.native:
                 choice = Choice(choice.algorithm, why_native)
             elif callable_op and algorithm == "auto" and \

@@ -18,10 +18,16 @@ algorithms whose constraints hold, falling back to ``native``. Every choice
 carries a reason, so "which algorithm ran and why" has an answer.
 
 The default rules come from the benchmark at 2 ranks on the development
-machines (2 cores; ``docs/performance.md``, ``bash bench/performance.sh``):
-below :data:`SMALL` the MPI library's own call wins or ties, because a
-hand-built call pays about a microsecond of Python per call and per round;
-above it, per collective:
+machines (2 cores; ``docs/performance.md``, ``bash bench/performance.sh``
+and ``bash bench/small-messages.sh``): below :data:`SMALL` the MPI
+library's own call wins or ties, because a hand-built call pays about a
+microsecond of Python per call and per round, except one case: allreduce
+on 2 ranks at ``MPI_THREAD_MULTIPLE`` (mpi4py's default), where MPICH's
+own small allreduce is about twice as slow as at ``MPI_THREAD_SINGLE``
+and recursive doubling (one exchange and one add) took 0.8-0.9x its time
+through mpicoll from 32 B to 2 KiB (:data:`PAIR_BY_HAND`; at 8 B and
+8 KiB, and at single, the library's call was faster); above it, per
+collective:
 
 - allreduce: at two ranks recursive doubling up to :data:`MEDIUM` (one
   exchange of the whole vector), then the bandwidth-bound algorithms
@@ -57,6 +63,9 @@ from mpicoll.errors import (
 
 SMALL = 16 * 1024  # bytes: below, the native call
 MEDIUM = 1024 * 1024  # bytes: at 2 ranks, recursive doubling below
+#: bytes (low, high]: allreduce on 2 ranks at MPI_THREAD_MULTIPLE by hand
+#: (measured faster at 32 B-2 KiB, slower at 8 B and 8 KiB)
+PAIR_BY_HAND = (8, 4096)
 
 
 def _preferences(collective: str, size: int, nbytes: int) -> tuple[str, ...]:
@@ -226,9 +235,11 @@ def rules_from_records(records: list[dict], nranks: int) -> dict:
 
 def choose(collective: str, requested: str, *, size: int, nbytes: int,
            commutative: bool, overrides: dict[str, str],
-           where: dict, rules: Rules | None = None) -> Choice:
+           where: dict, rules: Rules | None = None,
+           thread_multiple: bool = True) -> Choice:
     """Pick the algorithm for one call; ``where`` names rank and call for
-    errors."""
+    errors; ``thread_multiple``: MPI runs at ``MPI_THREAD_MULTIPLE``
+    (the default rules differ there)."""
     if requested != "auto":
         return Choice(_named(collective, requested, commutative, where,
                              "algorithm= argument"), "requested by the call")
@@ -254,16 +265,23 @@ def choose(collective: str, requested: str, *, size: int, nbytes: int,
         else:
             return Choice(alg, f"{source} -> {name}")
     default = _default(collective, size=size, nbytes=nbytes,
-                       commutative=commutative)
+                       commutative=commutative,
+                       thread_multiple=thread_multiple)
     return default._replace(reason=fallback + default.reason) \
         if fallback else default
 
 
 def _default(collective: str, *, size: int, nbytes: int,
-             commutative: bool) -> Choice:
+             commutative: bool, thread_multiple: bool = True) -> Choice:
     native = lookup(collective, "native")
     if size == 1:
         return Choice(native, "default rule: one rank, nothing to move")
+    if PAIR_BY_HAND[0] < nbytes <= PAIR_BY_HAND[1] and size == 2 and \
+            collective == "allreduce" and thread_multiple:
+        return Choice(lookup(collective, "recursive_doubling"),
+                      f"default rule: {nbytes} B on 2 ranks at "
+                      "MPI_THREAD_MULTIPLE, where one exchange by hand beats "
+                      "the library's call")
     if nbytes < SMALL:
         return Choice(native, f"default rule: {nbytes} B < {SMALL} B, "
                               "where the library's own call is fastest")

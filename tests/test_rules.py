@@ -103,7 +103,27 @@ def test_fallback_when_constraints_fail_or_unknown(tmp_path):
         {"max_bytes": None, "algorithm": "warp_drive"}]}}, "b.json"))
     c = pick(bad, 50)
     assert "unknown algorithm 'warp_drive'" in c.reason
-    assert "default rule" in c.reason and c.algorithm.name == "native"
+    # the default for 50 B on 2 ranks (at MPI_THREAD_MULTIPLE): by hand
+    assert "default rule" in c.reason
+    assert c.algorithm.name == "recursive_doubling"
+
+
+def test_small_allreduce_on_two_ranks_follows_the_thread_level():
+    """Measured (docs/performance.md): at MPI_THREAD_MULTIPLE recursive
+    doubling beats the library's small allreduce on 2 ranks from 32 B to
+    2 KiB, at MPI_THREAD_SINGLE the library wins; 8 B and 8 KiB stay
+    native, as do other sizes and collectives."""
+    def algorithm(nbytes, size=2, multiple=True, collective="allreduce"):
+        return choose(collective, "auto", size=size, nbytes=nbytes,
+                      commutative=True, overrides={}, where={},
+                      thread_multiple=multiple).algorithm.name
+
+    assert [algorithm(n) for n in (8, 32, 2048, 4096, 8192)] == [
+        "native", "recursive_doubling", "recursive_doubling",
+        "recursive_doubling", "native"]
+    assert algorithm(64, multiple=False) == "native"
+    assert algorithm(64, size=4) == "native"
+    assert algorithm(64, collective="bcast") == "native"
 
 
 def rec(collective, algorithm, count, avg, wrong=0, nranks=2,

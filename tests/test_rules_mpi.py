@@ -48,8 +48,10 @@ def test_rules_file_picks(shared, monkeypatch):
     c = comm.explain("allreduce", count=8, dtype="float64",
                      op=mpicoll.Op.from_callable(np.add, commute=False))
     assert "ring cannot run" in c.reason and "default rule" in c.reason
-    # and a Python callable runs hand-built under auto (no MPI.Op per call)
-    assert not c.algorithm.native and "MPI.Op" in c.reason
+    # and a Python callable runs hand-built under auto (no MPI.Op per call;
+    # said so where the default rule would have called the library)
+    assert not c.algorithm.native
+    assert by_hand(comm.size) or "MPI.Op" in c.reason
     x = np.arange(8.0)
     comm.Allreduce(MPI.IN_PLACE, x, MPI.SUM)
     assert np.array_equal(x, np.arange(8.0) * size)
@@ -67,7 +69,14 @@ def test_rules_file_other_size_ignored(shared, monkeypatch):
         {"max_bytes": None, "algorithm": "ring"}]}})
     monkeypatch.setenv("MPICOLL_RULES", path)
     c = mpicoll.Comm(MPI.COMM_WORLD).explain("allreduce", count=8)
-    assert path not in c.reason and c.algorithm.name == "native"
+    assert path not in c.reason and c.algorithm.name == (
+        "recursive_doubling" if by_hand(size) else "native")
+
+
+def by_hand(size: int) -> bool:
+    """Whether the default rule runs a small allreduce by hand: on 2 ranks
+    at MPI_THREAD_MULTIPLE (mpicoll.select.PAIR_BY_HAND)."""
+    return size == 2 and MPI.Query_thread() == MPI.THREAD_MULTIPLE
 
 
 def test_bad_rules_file_raises(shared, monkeypatch):
@@ -77,12 +86,18 @@ def test_bad_rules_file_raises(shared, monkeypatch):
         mpicoll.Comm(MPI.COMM_WORLD)
 
 
-def default_reason(comm, nbytes: int) -> str:
-    """The default rule's reason for a small message (one rank: none)."""
+def default_choice(comm, nbytes: int, collective: str = "allreduce") -> str:
+    """The default rule's choice for a small message, and its reason (one
+    rank: none to make; an allreduce on two ranks at MPI_THREAD_MULTIPLE:
+    by hand)."""
     if comm.size == 1:
-        return "default rule: one rank, nothing to move"
-    return (f"default rule: {nbytes} B < 16384 B, where the library's own "
-            "call is fastest")
+        return "native (default rule: one rank, nothing to move)"
+    if collective == "allreduce" and by_hand(comm.size):
+        return (f"recursive_doubling (default rule: {nbytes} B on 2 ranks at "
+                "MPI_THREAD_MULTIPLE, where one exchange by hand beats the "
+                "library's call)")
+    return (f"native (default rule: {nbytes} B < 16384 B, where the "
+            "library's own call is fastest)")
 
 
 def test_explain_logs_once(monkeypatch, caplog):
@@ -95,7 +110,7 @@ def test_explain_logs_once(monkeypatch, caplog):
         comm.Allreduce(MPI.IN_PLACE, x, MPI.SUM, algorithm="native")
     lines = [r.getMessage() for r in caplog.records if r.name == "mpicoll"]
     assert lines == [
-        f"[rank {comm.rank}] allreduce 64 B: native ({default_reason(comm, 64)})",
+        f"[rank {comm.rank}] allreduce 64 B: {default_choice(comm, 64)}",
         f"[rank {comm.rank}] allreduce 64 B: native (requested by the call)"]
 
 
@@ -114,8 +129,8 @@ def test_set_explain(monkeypatch, caplog):
             mpicoll.set_explain(None)
         comm.Bcast(np.ones(6), root=0)
     lines = [r.getMessage() for r in caplog.records]
-    assert lines == [f"[rank {comm.rank}] bcast 40 B: native "
-                     f"({default_reason(comm, 40)})"]
+    assert lines == [f"[rank {comm.rank}] bcast 40 B: "
+                     f"{default_choice(comm, 40, 'bcast')}"]
 
 
 def test_emit_rules(shared):
