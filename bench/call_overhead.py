@@ -14,7 +14,10 @@ and hand-built: one ``Start`` and one ``Wait`` per call); and
 ``Comm.Allreduce`` native in check mode (``check=True``: one fingerprint
 exchange per call) and under a deadline (``timeout=60``: the nonblocking
 call polled by the watchdog). The differences are mpicoll's Python cost per
-call; each number is the best of 5 runs of 20000 calls. Two more rows
+call; each number is the best of 5 runs of 20000 calls. Two rows make
+new views of the arrays for every call, which mpicoll then parses and
+checks in full (no replay), with mpi4py's call on such views to compare.
+Two more rows
 split a replayed call: mpi4py's call as the replay makes it (with the
 datatype named) and the replay's lookup alone. ``--world`` runs on
 ``MPI.COMM_WORLD`` instead (rank 0 prints), so the check exchange and the
@@ -65,6 +68,12 @@ def main() -> None:
     bounded = mpicoll.Comm(world, check=False, timeout=60)
     rows.append(("mpicoll Allreduce  native, timeout=60",
                  lambda: bounded.Allreduce(x, y, MPI.SUM, algorithm="native")))
+    # A call on new objects (fresh views) is parsed and checked in full.
+    rows.append(("mpi4py Allreduce, new views per call",
+                 lambda: world.Allreduce(x[:], y[:], MPI.SUM)))
+    rows.append(("mpicoll Allreduce native, new views per call",
+                 lambda: comm.Allreduce(x[:], y[:], MPI.SUM,
+                                        algorithm="native")))
     # Where a replayed call's time goes: the MPI call as the replay makes
     # it (datatype named), and the replay's lookup alone (a miss: the
     # same comparisons, nothing run).
