@@ -7,6 +7,8 @@
 #   bench-nN     the default sweep of python -m mpicoll.bench at N = 2, 4, 8
 #   peers-n2     bench/peers.py at 2 ranks, 8 B .. 32 MiB by factors of 4
 #   osu-n2-C     bench/osu_check.py at 2 ranks for C = allreduce, bcast
+#   (and bench/small-messages.sh: call overhead, both thread levels,
+#   --rewrite, every collective's small messages, in place)
 #   overlap-n2-A bench/overlap.py at 2 ranks, --offload-ms 5, A = native,
 #                ring, ring with bucket views, ring with the progress
 #                thread off
@@ -50,3 +52,5 @@ launch 2 overlap-n2-ring-views bench/overlap.py --algorithm ring \
     --offload-ms 5 --bucket-views --plot "$out/overlap-n2-ring-views.png"
 MPICOLL_PROGRESS_THREAD=0 launch 2 overlap-n2-ring-nothread \
     bench/overlap.py --algorithm ring --offload-ms 5
+# The small-message, persistent and in-place runs (their own section).
+bash bench/small-messages.sh "$out"
