@@ -64,10 +64,10 @@ from mpicoll.select import (
     environment_rules,
 )
 from mpicoll.persistent import PERSISTENT, prepare
+from mpicoll.replay import Replays
 from mpicoll.watchdog import Watchdog
 from mpicoll.work import Work, then
 
-REPLAYS = 32  # blocking calls remembered per engine for replay
 CHOICES = 256  # choices and checked kinds of call remembered per engine
 CALLABLE = ("a Python callable op would need an MPI.Op made for it "
             "(mpi4py allows few)")
@@ -160,11 +160,13 @@ class Settings(NamedTuple):
                    guard_settings() if guard is None else guard)
 
 
-class Engine:
+class Engine(Replays):
     """Runs :class:`Call` records on one communicator (collective to
-    create: it makes the communicator's private duplicate, once)."""
+    create: it makes the communicator's private duplicate, once);
+    repeated calls through :class:`~mpicoll.replay.Replays`."""
 
     def __init__(self, comm, settings: Settings) -> None:
+        super().__init__(guarded=settings.guard.on)
         self.ctx = context_of(comm, settings.ranks_per_node)
         self.rank = self.ctx.rank
         self.size = self.ctx.size
@@ -177,17 +179,12 @@ class Engine:
             self.ctx.comm, self.rank, guard.timeout, guard.on_timeout,
             self.ctx.monitor_tags)
         self.active: check.Active | None = None  # the call being made
-        if guard.on:  # every call checked or bounded, none replayed
+        if guard.on:  # every call checked or bounded
             self.launch = self._guarded_launch
-            self.replayed = _never_replayed
-            self.restarted = _never_restarted
         self._choices: dict[tuple, Choice] = {}
         # (collective, algorithm, bytes, dtype, op) -> Algorithm, for calls
         # whose op/type pair and choice were already checked.
         self._checked: dict[tuple, object] = {}
-        # id(buf) ^ id(a) -> the call's objects and its run: see _matching.
-        self._replays: dict[int, tuple] = {}
-        self._restarts: dict[int, tuple] = {}  # nonblocking calls' launches
 
     def where(self, collective: str) -> dict:
         return {"rank": self.rank, "collective": collective}
@@ -501,59 +498,6 @@ class Engine:
     def _run_steps(self, steps) -> None:
         run(steps, self.ctx.comm, self.ctx.next_tag())
 
-    # ------------------------------------------------------------ replay
-
-    def replayed(self, name: str, algorithm, buf, a=None, b=None,
-                 c=None) -> bool:
-        """Run a blocking call again if this very call (face method
-        ``name``, ``algorithm``) on these very objects (``buf``, the one
-        buffer every such call has, and up to three more: buffers, op,
-        root) was checked before; False if it must take the full path.
-
-        The entry is found by ``id(buf) ^ id(a)`` and holds the objects,
-        compared by identity, so while it lives no other object can pass
-        for them. What can still change is an array's dtype (reassignable
-        in place; its size and memory cannot change while the plan's views
-        exist), so that is compared too. A hit costs a dict lookup and
-        eight comparisons (about 0.3 us) instead of parsing and choosing
-        again (5-15 us); ``Comm`` calls then also skip mpi4py's inference
-        of the datatype (:meth:`prepared`).
-        """
-        run = _matching(self._replays, name, algorithm, buf, a, b, c)
-        if run is None:
-            return False
-        run()
-        return True
-
-    def restarted(self, name: str, algorithm, buf, a=None, b=None,
-                  c=None) -> Work | None:
-        """:meth:`replayed` for a nonblocking call: this very call
-        launched again, its :class:`~mpicoll.work.Work`; None if it must
-        take the full path (also while a hand-built one's previous launch
-        on these buffers is still in flight)."""
-        start = _matching(self._restarts, name, algorithm, buf, a, b, c)
-        return None if start is None else start()
-
-    def _remember(self, table: dict, memo, run) -> None:
-        """Keep ``run`` (a blocking call's whole run, or a nonblocking
-        call's launch) in ``table`` for :func:`_matching`: ``memo`` is its
-        ``(name, algorithm, buf, a, b, c)``."""
-        if len(table) >= REPLAYS:
-            table.clear()
-        name, algorithm, buf, a, b, c = memo
-        objects = (buf, a, b, c)
-        arrays = [o for o in objects if hasattr(o, "dtype")]
-        if len(arrays) > 2 or list in map(type, objects):
-            return  # more arrays than _matching compares, or a message
-            # spec the caller could change in place
-        first, second = (*arrays, _NO_ARRAY, _NO_ARRAY)[:2]
-        table[id(buf) ^ id(a)] = (name, algorithm, buf, a, b, c, first,
-                                  first.dtype, second, second.dtype, run)
-
-    def forget_replays(self) -> None:
-        self._replays.clear()
-        self._restarts.clear()
-
     # ----------------------------------------------------------- agreeing
 
     def agree(self, collective: str, mine, theirs_from=None, root: int = 0):
@@ -581,34 +525,6 @@ class Engine:
                 **self.where(collective))
 
 
-def _matching(table: dict, name, algorithm, buf, a, b, c):
-    """The kept run of this call on these objects in ``table``, or None."""
-    e = table.get(id(buf) ^ id(a))
-    if e is not None and e[2] is buf and e[3] is a and e[4] is b \
-            and e[5] is c and e[6].dtype is e[7] and e[8].dtype is e[9] \
-            and e[0] == name and e[1] == algorithm:
-        return e[10]
-    return None
-
-
 def _native_work(where, make, finish, keep) -> Work:
     """A nonblocking native call made: its Work."""
     return Work(where=where, request=make(), finish=finish, keep=keep)
-
-
-class _NoArray:
-    """Stands for a missing array in a replay entry (its dtype never
-    changes)."""
-
-    dtype = None
-
-
-_NO_ARRAY = _NoArray()
-
-
-def _never_replayed(name, algorithm, buf, a=None, b=None, c=None):
-    return False
-
-
-def _never_restarted(name, algorithm, buf, a=None, b=None, c=None):
-    return None

@@ -60,6 +60,7 @@ import mpicoll.message
 import mpicoll.mpi_ops
 import mpicoll.msgops
 import mpicoll.progress
+import mpicoll.replay
 from mpicoll import ProcessGroup as PG
 from mpicoll import cuda
 from mpicoll.collectives import COLLECTIVES
@@ -205,7 +206,9 @@ def caches(comm) -> dict[str, tuple[int, int | None]]:
         "engine._choices": (len(engine._choices), None),
         "engine._checked": (len(engine._checked), None),
         "engine._replays": (len(engine._replays),
-                            min(mpicoll.engine.REPLAYS, CACHE_BOUND)),
+                            min(mpicoll.replay.REPLAYS, CACHE_BOUND)),
+        "engine._restarts": (len(engine._restarts),
+                             min(mpicoll.replay.REPLAYS, CACHE_BOUND)),
         "context._plans": (len(ctx._plans),
                            min(mpicoll.context.PLANS, CACHE_BOUND)),
         "context._streams": (len(ctx._streams), None),
