@@ -406,7 +406,7 @@ def _ranks(ranks: list[int], size: int) -> str:
 
 
 def _main(argv: list[str]) -> int:
-    """Rerun ``tests/test_compat_mpi.py`` at ``argv[0]`` ranks until no new
+    """Rerun ``tests/mpi/test_compat_mpi.py`` at ``argv[0]`` ranks until no new
     run hangs; print every difference."""
     import subprocess
     import tempfile
@@ -422,7 +422,7 @@ def _main(argv: list[str]) -> int:
     env.setdefault("COMPAT_CASE_TIMEOUT", "20")
     command = ["mpiexec", "-n", ranks, sys.executable, "-m", "mpi4py", "-m",
                "pytest", "-q", "--with-mpi", "-m", "mpi", *argv[1:],
-               os.path.join(here, "test_compat_mpi.py")]
+               os.path.join(here, "mpi", "test_compat_mpi.py")]
     for attempt in range(1, 50):
         if os.path.exists(log):
             os.remove(log)

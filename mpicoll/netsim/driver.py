@@ -33,8 +33,8 @@ process (:mod:`mpicoll.netsim.replay`).
 from __future__ import annotations
 
 import math
+import json
 import os
-import pickle
 import subprocess
 import sys
 import tempfile
@@ -144,9 +144,10 @@ def run_program(program: Program, platform: Platform, *,
            "hosts": platform.node_map(program.size), "xml": platform.xml(),
            "cfg": () if model_factors else EXACT}
     with tempfile.TemporaryDirectory(prefix="mpicoll-netsim-") as tmp:
-        src, out = os.path.join(tmp, "job.pkl"), os.path.join(tmp, "out.pkl")
-        with open(src, "wb") as f:
-            pickle.dump(job, f, protocol=pickle.HIGHEST_PROTOCOL)
+        src, out = os.path.join(tmp, "job.json"), os.path.join(tmp,
+                                                               "out.json")
+        with open(src, "w") as f:
+            json.dump(job, f)
         try:
             proc = subprocess.run([sys.executable, "-I", replay.__file__, src,
                                    out], cwd=tmp, capture_output=True,
@@ -156,10 +157,10 @@ def run_program(program: Program, platform: Platform, *,
         if proc.returncode or not os.path.exists(out):
             raise RuntimeError(f"SimGrid run failed (exit {proc.returncode}):"
                                f"\n{proc.stderr[-3000:]}")
-        with open(out, "rb") as f:
-            done = pickle.load(f)
-    if isinstance(done, Exception):
-        raise done
+        with open(out) as f:
+            done = json.load(f)
+    if "error" in done:
+        raise RuntimeError(f"SimGrid run stopped: {done['error']}")
     end = done["round_end"]
     extra = sum((run.length - run.kept) / (run.kept - 1)
                 * (end[run.start + run.kept - 1] - end[run.start])

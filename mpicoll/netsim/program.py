@@ -56,7 +56,7 @@ class Run(NamedTuple):
 
 
 class Program(NamedTuple):
-    """Flows and per-rank rounds, in plain lists (cheap to pickle).
+    """Flows and per-rank rounds, in plain lists (cheap to write as JSON).
 
     ``ops[r][k]``: the flows rank ``r``'s round ``k`` waits for;
     ``reduce_bytes[r][k]``: what it reduces once they are done.

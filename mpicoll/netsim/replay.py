@@ -3,13 +3,14 @@
 Run as ``python -I replay.py JOB OUT`` in a fresh process (SimGrid allows one
 engine per process; as a plain script it imports neither mpicoll nor
 mpi4py, and ``-I`` keeps this folder, whose ``platform.py`` would shadow the
-standard library's, off ``sys.path``). ``JOB`` is a pickled dict of plain
+standard library's, off ``sys.path``). ``JOB`` is a JSON object of plain
 lists: the program's flows (``src``, ``dst``, ``nbytes``), per rank and
 round the flows waited for (``ops``) and the reduction delays in seconds
 (``delay``), the host of every rank (``hosts``), the platform file
-(``xml``) and SimGrid options (``cfg``). ``OUT`` gets a pickled dict with
+(``xml``) and SimGrid options (``cfg``). ``OUT`` gets a JSON object with
 ``finish`` (per rank), ``round_end`` (per round index, the latest rank's),
-``wall`` and ``maxrss_mb``, or the exception that stopped the run.
+``wall`` and ``maxrss_mb``, or ``error``: what stopped the run. (JSON, not
+pickle: no file this package reads can run code.)
 
 The controller posts rounds, starts each flow once its sender and its
 receiver have both posted the rounds holding it, retires finished flows,
@@ -17,7 +18,7 @@ sleeps through reductions, and stops when every rank is done.
 """
 
 import heapq
-import pickle
+import json
 import resource
 import sys
 import time
@@ -126,8 +127,8 @@ def main(job_path: str, out_path: str) -> None:
     """Run the job file in this process and write the result file."""
     import simgrid as sg  # the optional extra (scripts/simgrid.sh)
 
-    with open(job_path, "rb") as f:
-        job = pickle.load(f)
+    with open(job_path) as f:
+        job = json.load(f)
     with open("platform.xml", "w") as f:
         f.write(job["xml"])
     # One Python actor only: "raw" contexts switch stacks under the
@@ -152,11 +153,11 @@ def main(job_path: str, out_path: str) -> None:
     engine.run()
     wall = time.perf_counter() - t0
     if failure:
-        done = failure[0]
+        done = {"error": f"{type(failure[0]).__name__}: {failure[0]}"}
     else:
         done = dict(result, wall=wall, maxrss_mb=_peak_mb())
-    with open(out_path, "wb") as f:
-        pickle.dump(done, f, protocol=pickle.HIGHEST_PROTOCOL)
+    with open(out_path, "w") as f:
+        json.dump(done, f)
 
 
 if __name__ == "__main__":

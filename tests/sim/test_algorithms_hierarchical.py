@@ -1,6 +1,6 @@
 """Tier 1: the topology-aware (hierarchical, torus2d) algorithms on many node maps.
 
-``tests/test_schedules.py`` sweeps them too, but without a node map (one
+``tests/sim/test_schedules.py`` sweeps them too, but without a node map (one
 node). Here every algorithm registered with ``topology=True`` runs in the
 one-process simulator (deadlock, message lengths, receive overlaps) on
 sizes 1..9 with node maps uniform, uneven (``(0, 0, 1, 1, 2)``), one node,

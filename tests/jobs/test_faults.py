@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # tests/, beside faults.py
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
 T = 2.0
 MARGIN = 15.0  # seconds on top of T for start-up, grace and a busy machine

@@ -19,7 +19,7 @@ from mpicoll.bench.device import unavailable
 
 pytestmark = pytest.mark.mpi
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # An optional "not run" comment on the line before the block (blank lines
 # between allowed), then the block itself.

@@ -12,7 +12,7 @@ same exception type (``tests/compat.py`` says how they are compared).
 Run::
 
     MPIR_CVAR_ENABLE_HEAVY_YIELD=1 mpiexec -n 4 python -m mpi4py -m pytest \\
-        -q --with-mpi -m mpi tests/test_compat_mpi.py
+        -q --with-mpi -m mpi tests/mpi/test_compat_mpi.py
 
 ``COMPAT_SELFTEST=1`` compares mpi4py with itself (every case must pass
 then, or the case is wrong). ``python tests/compat.py 4`` lists every

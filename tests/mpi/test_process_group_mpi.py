@@ -6,7 +6,7 @@ algorithm of the collective forced (``"auto"`` and each name of
 ``mpicoll.algorithms(collective)``); sync calls are repeated on the same
 tensors (the engine replays them). Errors that every rank raises locally
 must be ``mpicoll.MpicollError``s that are also ``ValueError`` or
-``TypeError`` as Python would have it. ``tests/test_torch_mpi.py`` compares
+``TypeError`` as Python would have it. ``tests/mpi/test_torch_mpi.py`` compares
 the same calls with torch.distributed itself."""
 
 from __future__ import annotations

@@ -1,18 +1,15 @@
-"""The Slurm batch scripts (slurm/*.sbatch) and the launch check they run.
+"""The Slurm batch scripts (slurm/*.sbatch) on a real Slurm.
 
-- The launch check's logic (``mpicoll.launch``) on made-up environments:
-  tier 1, no MPI.
-- The check under a real launcher (mpiexec here, srun in test.sbatch):
-  tier 2, marked ``mpi``.
-- Marked ``slurm``: a real Slurm on this machine (slurm/local-cluster.sh:
-  munged, slurmctld and two slurmd, "node1" and "node2"), every script
-  submitted with small sizes, each job waited for and its state, log and
-  files checked; a job whose program raises on one rank must end FAILED
-  in seconds, and srun without a PMI the MPI speaks must fail the launch
-  check. These run only with ``MPICOLL_TEST_SLURM=1`` (tests/run-all.sh
-  sets it), as root, where Slurm is installed or apt-get can install it.
+Marked ``slurm``: a real Slurm on this machine (slurm/local-cluster.sh:
+munged, slurmctld and two slurmd, "node1" and "node2"), every script
+submitted with small sizes, each job waited for and its state, log and
+files checked; a job whose program raises on one rank must end FAILED
+in seconds, and srun without a PMI the MPI speaks must fail the launch
+check. These run only with ``MPICOLL_TEST_SLURM=1`` (tests/run-all.sh
+sets it), as root, where Slurm is installed or apt-get can install it.
+The launch check itself: tests/sim/test_launch.py (its logic, tier 1)
+and tests/mpi/test_launch_mpi.py (under mpiexec, tier 2).
 """
-
 from __future__ import annotations
 
 import json
@@ -27,61 +24,11 @@ from pathlib import Path
 import pytest
 
 import mpicoll
-from mpicoll.launch import LaunchError, check_world, launched_size, main
 
-ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parents[1]
+ROOT = TESTS.parent
 SLURM = ROOT / "slurm"
 HELLO = str(SLURM / "examples" / "hello_allreduce.py")
-
-
-# -- the launch check, tier 1 ------------------------------------------------
-
-def test_launched_size_prefers_the_mpi_launcher():
-    # mpiexec inside an allocation: srun started one proxy per node (2),
-    # hydra started 4 ranks.
-    env = {"SLURM_STEP_NUM_TASKS": "2", "PMI_SIZE": "4"}
-    assert launched_size(env) == (4, "PMI_SIZE")
-    assert launched_size({"OMPI_COMM_WORLD_SIZE": "3",
-                          "SLURM_STEP_NUM_TASKS": "1"}) == (
-        3, "OMPI_COMM_WORLD_SIZE")
-    assert launched_size({"SLURM_STEP_NUM_TASKS": "8"}) == (
-        8, "SLURM_STEP_NUM_TASKS")
-    assert launched_size({"PMI_SIZE": "", "SLURM_NTASKS": "4"}) is None
-    assert launched_size({}) is None
-
-
-def test_check_world_passes_when_the_counts_agree():
-    check_world(4, {"PMI_SIZE": "4", "SLURM_STEP_NUM_TASKS": "2"})
-    check_world(4, {"SLURM_STEP_NUM_TASKS": "4"})
-    check_world(1, {})  # no launcher: nothing to compare
-
-
-def test_check_world_catches_singleton_worlds():
-    with pytest.raises(LaunchError, match=r"MPI world has 1 rank but the "
-                       r"launcher started 4 \(SLURM_STEP_NUM_TASKS=4\): "
-                       r"each process is alone.*--mpi=pmi2"):
-        check_world(1, {"SLURM_STEP_NUM_TASKS": "4"})
-    with pytest.raises(LaunchError, match=r"has 2 ranks but the launcher "
-                       r"started 4 .*disagree"):
-        check_world(2, {"PMI_SIZE": "4"})
-
-
-# -- the launch check under MPI, tier 2 --------------------------------------
-
-@pytest.mark.mpi
-def test_launch_check_under_a_real_launcher(capsys):
-    from mpi4py import MPI
-
-    world = MPI.COMM_WORLD
-    # mpiexec (hydra) and srun --mpi=pmi2 both tell each rank the size.
-    assert launched_size()[0] == world.Get_size()
-    assert main(["check"]) == 0
-    out = capsys.readouterr().out
-    if world.Get_rank() == 0:
-        assert re.search(rf"^mpicoll.launch: {world.Get_size()} ranks? on "
-                         rf"\d+ nodes? \(", out, re.M)
-    else:
-        assert out == ""
 
 
 # -- the batch scripts on a real Slurm ---------------------------------------
@@ -260,7 +207,7 @@ def test_a_rank_killed_mid_allreduce_fails_the_job(cluster, tmp_path,
     ends the other ranks, and the job is FAILED in seconds."""
     _, fields, text = run_job(
         cluster, tmp_path, "run.sbatch",
-        str(Path(__file__).parent / "faults.py"), "kill", "2", "raise",
+        str(TESTS / "faults.py"), "kill", "2", "raise",
         MPICOLL_LAUNCHER=launcher)
     assert fields["JobState"] == "FAILED", text
     assert "rank 1 pid" in text and "done" not in text
@@ -284,7 +231,8 @@ def test_test_suite_job(cluster, tmp_path):
         cluster, tmp_path, "test.sbatch",
         options=["--nodes=2", "--ntasks-per-node=2"],
         MPICOLL_TEST_RANKS="2 3",
-        MPICOLL_TEST_ARGS="tests/test_slurm.py tests/test_readme_mpi.py")
+        MPICOLL_TEST_ARGS="tests/mpi/test_launch_mpi.py "
+        "tests/mpi/test_readme_mpi.py")
     completed(fields, text)
     assert "mpicoll.launch: 4 ranks on 2 nodes" in text
     for n in (2, 3):

@@ -8,6 +8,9 @@ MPICOLL_CUDA_AWARE=0; awareness is tested only where the probe says yes).
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -20,6 +23,8 @@ from mpicoll.cuda import cuda_aware
 pytestmark = [pytest.mark.mpi,
               pytest.mark.skipif(unavailable("cuda") is not None,
                                  reason="needs CuPy and a GPU")]
+# The cases are test_device_mpi's, beside the other MPI tests.
+MPI_TESTS = str(Path(__file__).resolve().parents[1] / "mpi")
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +50,8 @@ def mode(request, monkeypatch):
 
 
 def _cases():
+    if MPI_TESTS not in sys.path:
+        sys.path.append(MPI_TESTS)
     from test_device_mpi import CASES, _runs
 
     return CASES, list(_runs())

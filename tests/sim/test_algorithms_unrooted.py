@@ -1,6 +1,6 @@
 """Tier-1 tests of allreduce, allgather and reduce-scatter, beyond the sweep.
 
-``tests/test_schedules.py`` runs every registered algorithm over the whole
+``tests/sim/test_schedules.py`` runs every registered algorithm over the whole
 size × count grid (integer SUM, rank order, in place, uneven reduce_scatter
 counts). This file keeps what that sweep cannot see:
 

@@ -1,6 +1,6 @@
 """Tier 1: security (issue 13, item 6) without MPI ranks.
 
-tests/test_security_mpi.py runs the library with pickle and sockets
+tests/mpi/test_security_mpi.py runs the library with pickle and sockets
 refused; these are the static halves: no mpicoll module imports a
 serializer that runs code on load, or a networking module, and the
 metadata exchange (:mod:`mpicoll.exchange`) takes only JSON, so bytes a
@@ -17,7 +17,7 @@ import pytest
 
 from mpicoll import exchange
 
-PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "mpicoll"
+PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "mpicoll"
 # serializers that can run code when loading, and networking
 REFUSED = {"pickle", "_pickle", "cPickle", "dill", "cloudpickle", "marshal",
            "shelve", "copyreg", "socket", "_socket", "socketserver", "ssl",

@@ -25,7 +25,7 @@ of each test.
 (gloo against itself): must pass, or a scenario is wrong.
 
 What gloo (torch 2.13, CPU) does not do, and so is tested here on mpicoll's
-side only (or in tests/test_process_group_mpi.py): all_gather and
+side only (or in tests/mpi/test_process_group_mpi.py): all_gather and
 all_to_all with sizes that differ by rank, all_gather_into_tensor into a
 stacked (size, ...) output, int16 and unsigned integers wider than 8 bits
 in any call ("Invalid scalar type"; float8 too), complex tensors in gather,

@@ -45,7 +45,7 @@ import pytest
 
 import mpicoll
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "mpicoll"
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 TOP_LEVEL = sorted(p.name for p in REPO.iterdir()

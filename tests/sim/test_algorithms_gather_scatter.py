@@ -1,6 +1,6 @@
 """Tier-1 tests of gather, scatter and allgatherv, beyond the sweep.
 
-``tests/test_schedules.py`` runs every registered algorithm over the whole
+``tests/sim/test_schedules.py`` runs every registered algorithm over the whole
 size × count × root grid (in place, uneven allgatherv counts). This file
 keeps what that sweep cannot see: who posts what in which round, scratch
 sizes, which copies remain, the subtree windows of the binomial trees

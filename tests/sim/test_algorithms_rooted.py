@@ -1,6 +1,6 @@
 """Tier-1 tests of reduce, bcast and the binomial scatter/gather, beyond the sweep.
 
-``tests/test_schedules.py`` runs every registered reduce, bcast and barrier
+``tests/sim/test_schedules.py`` runs every registered reduce, bcast and barrier
 over the whole size × count × root grid (integer SUM, rank order, in place,
 "no rank leaves early"). This file keeps what that sweep cannot see:
 

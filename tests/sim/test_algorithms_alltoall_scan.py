@@ -1,6 +1,6 @@
 """Tier-1 tests of alltoall, scan and exscan, beyond the registry-wide sweep.
 
-``tests/test_schedules.py`` runs every registered algorithm over the whole
+``tests/sim/test_schedules.py`` runs every registered algorithm over the whole
 size × count grid (integer SUM, rank order with STR_CONCAT, in place). This
 file checks what the docstrings promise and that sweep cannot see: rounds,
 messages, bytes sent, scratch, copies, Bruck's routing, and that exscan

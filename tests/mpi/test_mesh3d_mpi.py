@@ -16,7 +16,7 @@ import mpicoll
 
 pytestmark = pytest.mark.mpi
 
-BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench" / "mesh3d_mlp.py"
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench" / "mesh3d_mlp.py"
 _spec = importlib.util.spec_from_file_location("mesh3d_mlp", BENCH)
 mlp = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = mlp  # dataclasses look their module up

@@ -1,0 +1,28 @@
+"""The launch check (``mpicoll.launch``) under a real launcher: mpiexec
+here, srun in slurm/test.sbatch (tests/slurm/test_slurm.py runs it there).
+Its logic on made-up environments is tests/sim/test_launch.py."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from mpicoll.launch import launched_size, main
+
+
+@pytest.mark.mpi
+def test_launch_check_under_a_real_launcher(capsys):
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    # mpiexec (hydra) and srun --mpi=pmi2 both tell each rank the size.
+    assert launched_size()[0] == world.Get_size()
+    assert main(["check"]) == 0
+    out = capsys.readouterr().out
+    if world.Get_rank() == 0:
+        assert re.search(rf"^mpicoll.launch: {world.Get_size()} ranks? on "
+                         rf"\d+ nodes? \(", out, re.M)
+    else:
+        assert out == ""
+
