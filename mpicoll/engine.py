@@ -207,12 +207,12 @@ class Engine(Replays):
                            self.where(collective))
 
     def choose(self, collective, algorithm, nbytes, op, where,
-               why_native=None) -> Choice:
+               why_native=None, form: str = "blocking") -> Choice:
         commutative = op is None or op.commutative
         callable_op = op is not None and op.mpi_op is None and \
             op.ufunc is None  # a Python callable: no MPI twin
         key = (collective, algorithm, nbytes, commutative, why_native,
-               callable_op)
+               callable_op, form)
         choice = self._choices.get(key)
         if choice is None:
             if why_native is not None and algorithm == "auto":
@@ -221,7 +221,7 @@ class Engine(Replays):
                 collective, algorithm, size=self.size, nbytes=nbytes,
                 commutative=commutative, overrides=self.overrides,
                 where=where, rules=self.rules,
-                thread_multiple=self.thread_multiple)
+                thread_multiple=self.thread_multiple, form=form)
             if why_native is not None and choice.algorithm.native:
                 choice = Choice(choice.algorithm, why_native)
             elif callable_op and algorithm == "auto" and \
@@ -238,9 +238,10 @@ class Engine(Replays):
                          nbytes, choice.algorithm.name, choice.reason)
         return choice
 
-    def algorithm_for(self, call: Call):
-        """The algorithm ``call`` runs: checked and chosen on the first
-        call of its kind, looked up after."""
+    def algorithm_for(self, call: Call, form: str = "blocking"):
+        """The algorithm ``call`` runs as a ``form`` call (``"blocking"``,
+        ``"nonblocking"`` or ``"persistent"``): checked and chosen on the
+        first call of its kind, looked up after."""
         send = call.send
         collective = call.collective
         nbytes = COLLECTIVES[collective].selection_elements(
@@ -248,7 +249,7 @@ class Engine(Replays):
         op = call.op  # what a choice depends on, not the object itself
         key = (collective, call.algorithm, nbytes, send.dtype.char,
                op and (op.kinds, op.commutative, op.mpi_op is None and
-                       op.ufunc is None), call.why_native)
+                       op.ufunc is None), call.why_native, form)
         alg = self._checked.get(key)
         if alg is None:
             where = self.where(collective)
@@ -257,7 +258,7 @@ class Engine(Replays):
                 raise OpTypeError(f"operation {op.name!r} is not defined "
                                   f"for dtype {send.dtype}", **where)
             alg = self.choose(collective, call.algorithm, nbytes, op, where,
-                              call.why_native).algorithm
+                              call.why_native, form).algorithm
             if call.why_native is not None and not alg.native:
                 raise ConstraintError(
                     f"{alg.name} cannot run this call: {call.why_native}; "
@@ -276,7 +277,7 @@ class Engine(Replays):
         it with :meth:`_guarded_launch`)."""
         if async_op is PERSISTENT:
             return prepare(self, call)
-        alg = self.algorithm_for(call)
+        alg = self.algorithm_for(call, _form(async_op))
         recv = call.recv
         if type(recv) is not np.ndarray:
             on_device = placement(recv)
@@ -385,7 +386,9 @@ class Engine(Replays):
         own = self.active is None  # not called through a guarded face
         active = self.begin(call.collective) if own else self.active
         try:
-            alg = self.algorithm_for(call)
+            # the form launch (below) will run it as
+            alg = self.algorithm_for(call, _form(
+                async_op or self.watchdog is not None))
             if self.check:
                 check.verify(self.ctx.comm, active,
                              check.fingerprint(call, alg.name), None,
@@ -523,6 +526,14 @@ class Engine(Replays):
             raise InvalidArgumentError(
                 "counts disagree between ranks: " + "; ".join(bad),
                 **self.where(collective))
+
+
+def _form(async_op) -> str:
+    """The form of a call launched with ``async_op``, as selection names
+    it."""
+    if async_op is PERSISTENT:
+        return "persistent"
+    return "nonblocking" if async_op else "blocking"
 
 
 def _native_work(where, make, finish, keep) -> Work:

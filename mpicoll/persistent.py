@@ -245,7 +245,7 @@ def prepare(engine, call, watch=None) -> Persistent:
     library's persistent request, or the schedule compiled on the
     caller's buffers; device arrays launch anew on each start.
     ``watch``: the ``(Watchdog, seq)`` every run's wait is bounded by."""
-    alg = engine.algorithm_for(call)
+    alg = engine.algorithm_for(call, "persistent")
     where = engine.where_alg(call, alg)
     recv, finish, owners = call.recv, call.finish, call.owners
     on_device = None if type(recv) is np.ndarray else placement(recv)

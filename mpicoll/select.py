@@ -63,8 +63,10 @@ from mpicoll.errors import (
 
 SMALL = 16 * 1024  # bytes: below, the native call
 MEDIUM = 1024 * 1024  # bytes: at 2 ranks, recursive doubling below
-#: bytes (low, high]: allreduce on 2 ranks at MPI_THREAD_MULTIPLE by hand
-#: (measured faster at 32 B-2 KiB, slower at 8 B and 8 KiB)
+#: bytes (low, high]: a blocking allreduce on 2 ranks at
+#: MPI_THREAD_MULTIPLE by hand (measured faster at 32 B-2 KiB, slower at 8 B
+#: and 8 KiB; nonblocking, MPICH's own call with its request was faster,
+#: and persistent, MPICH's persistent call)
 PAIR_BY_HAND = (8, 4096)
 
 
@@ -236,10 +238,11 @@ def rules_from_records(records: list[dict], nranks: int) -> dict:
 def choose(collective: str, requested: str, *, size: int, nbytes: int,
            commutative: bool, overrides: dict[str, str],
            where: dict, rules: Rules | None = None,
-           thread_multiple: bool = True) -> Choice:
+           thread_multiple: bool = True, form: str = "blocking") -> Choice:
     """Pick the algorithm for one call; ``where`` names rank and call for
-    errors; ``thread_multiple``: MPI runs at ``MPI_THREAD_MULTIPLE``
-    (the default rules differ there)."""
+    errors; ``thread_multiple``: MPI runs at ``MPI_THREAD_MULTIPLE``;
+    ``form``: ``"blocking"``, ``"nonblocking"`` or ``"persistent"`` (the
+    default rules differ by both)."""
     if requested != "auto":
         return Choice(_named(collective, requested, commutative, where,
                              "algorithm= argument"), "requested by the call")
@@ -266,22 +269,24 @@ def choose(collective: str, requested: str, *, size: int, nbytes: int,
             return Choice(alg, f"{source} -> {name}")
     default = _default(collective, size=size, nbytes=nbytes,
                        commutative=commutative,
-                       thread_multiple=thread_multiple)
+                       thread_multiple=thread_multiple, form=form)
     return default._replace(reason=fallback + default.reason) \
         if fallback else default
 
 
 def _default(collective: str, *, size: int, nbytes: int,
-             commutative: bool, thread_multiple: bool = True) -> Choice:
+             commutative: bool, thread_multiple: bool = True,
+             form: str = "blocking") -> Choice:
     native = lookup(collective, "native")
     if size == 1:
         return Choice(native, "default rule: one rank, nothing to move")
     if PAIR_BY_HAND[0] < nbytes <= PAIR_BY_HAND[1] and size == 2 and \
-            collective == "allreduce" and thread_multiple:
+            collective == "allreduce" and thread_multiple and \
+            form == "blocking":
         return Choice(lookup(collective, "recursive_doubling"),
                       f"default rule: {nbytes} B on 2 ranks at "
                       "MPI_THREAD_MULTIPLE, where one exchange by hand beats "
-                      "the library's call")
+                      "the library's blocking call")
     if nbytes < SMALL:
         return Choice(native, f"default rule: {nbytes} B < {SMALL} B, "
                               "where the library's own call is fastest")

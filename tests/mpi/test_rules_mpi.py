@@ -95,7 +95,7 @@ def default_choice(comm, nbytes: int, collective: str = "allreduce") -> str:
     if collective == "allreduce" and by_hand(comm.size):
         return (f"recursive_doubling (default rule: {nbytes} B on 2 ranks at "
                 "MPI_THREAD_MULTIPLE, where one exchange by hand beats the "
-                "library's call)")
+                "library's blocking call)")
     return (f"native (default rule: {nbytes} B < 16384 B, where the "
             "library's own call is fastest)")
 

@@ -110,9 +110,10 @@ def test_fallback_when_constraints_fail_or_unknown(tmp_path):
 
 def test_small_allreduce_on_two_ranks_follows_the_thread_level():
     """Measured (docs/performance.md): at MPI_THREAD_MULTIPLE recursive
-    doubling beats the library's small allreduce on 2 ranks from 32 B to
-    2 KiB, at MPI_THREAD_SINGLE the library wins; 8 B and 8 KiB stay
-    native, as do other sizes and collectives."""
+    doubling beats the library's small blocking allreduce on 2 ranks from
+    32 B to 2 KiB, at MPI_THREAD_SINGLE the library wins; 8 B and 8 KiB
+    stay native, as do other sizes and collectives, and the nonblocking
+    and persistent forms."""
     def algorithm(nbytes, size=2, multiple=True, collective="allreduce"):
         return choose(collective, "auto", size=size, nbytes=nbytes,
                       commutative=True, overrides={}, where={},
@@ -122,6 +123,10 @@ def test_small_allreduce_on_two_ranks_follows_the_thread_level():
         "native", "recursive_doubling", "recursive_doubling",
         "recursive_doubling", "native"]
     assert algorithm(64, multiple=False) == "native"
+    for form in ("nonblocking", "persistent"):  # MPICH's own calls win
+        assert choose("allreduce", "auto", size=2, nbytes=64,
+                      commutative=True, overrides={}, where={},
+                      form=form).algorithm.name == "native"
     assert algorithm(64, size=4) == "native"
     assert algorithm(64, collective="bcast") == "native"
 
