@@ -207,12 +207,13 @@ class Engine(Replays):
                            self.where(collective))
 
     def choose(self, collective, algorithm, nbytes, op, where,
-               why_native=None, form: str = "blocking") -> Choice:
+               why_native=None, form: str = "blocking",
+               inplace: bool = False) -> Choice:
         commutative = op is None or op.commutative
         callable_op = op is not None and op.mpi_op is None and \
             op.ufunc is None  # a Python callable: no MPI twin
         key = (collective, algorithm, nbytes, commutative, why_native,
-               callable_op, form)
+               callable_op, form, inplace)
         choice = self._choices.get(key)
         if choice is None:
             if why_native is not None and algorithm == "auto":
@@ -221,7 +222,8 @@ class Engine(Replays):
                 collective, algorithm, size=self.size, nbytes=nbytes,
                 commutative=commutative, overrides=self.overrides,
                 where=where, rules=self.rules,
-                thread_multiple=self.thread_multiple, form=form)
+                thread_multiple=self.thread_multiple, form=form,
+                inplace=inplace)
             if why_native is not None and choice.algorithm.native:
                 choice = Choice(choice.algorithm, why_native)
             elif callable_op and algorithm == "auto" and \
@@ -247,9 +249,10 @@ class Engine(Replays):
         nbytes = COLLECTIVES[collective].selection_elements(
             call.count, self.size) * send.dtype.itemsize
         op = call.op  # what a choice depends on, not the object itself
+        inplace = call.inplace or send is call.recv
         key = (collective, call.algorithm, nbytes, send.dtype.char,
                op and (op.kinds, op.commutative, op.mpi_op is None and
-                       op.ufunc is None), call.why_native, form)
+                       op.ufunc is None), call.why_native, form, inplace)
         alg = self._checked.get(key)
         if alg is None:
             where = self.where(collective)
@@ -258,7 +261,7 @@ class Engine(Replays):
                 raise OpTypeError(f"operation {op.name!r} is not defined "
                                   f"for dtype {send.dtype}", **where)
             alg = self.choose(collective, call.algorithm, nbytes, op, where,
-                              call.why_native, form).algorithm
+                              call.why_native, form, inplace).algorithm
             if call.why_native is not None and not alg.native:
                 raise ConstraintError(
                     f"{alg.name} cannot run this call: {call.why_native}; "

@@ -68,14 +68,22 @@ MEDIUM = 1024 * 1024  # bytes: at 2 ranks, recursive doubling below
 #: and 8 KiB; nonblocking, MPICH's own call with its request was faster,
 #: and persistent, MPICH's persistent call)
 PAIR_BY_HAND = (8, 4096)
+#: bytes (low, high]: an in-place allreduce on 2 ranks takes the ring (half
+#: the vector reduced per rank), where recursive doubling was 1.2-1.4x
+#: slower in place in two runs at 128 and 256 KiB (out of place it was the
+#: fastest there)
+INPLACE_RING = (64 * 1024, 256 * 1024)
 
 
-def _preferences(collective: str, size: int, nbytes: int) -> tuple[str, ...]:
+def _preferences(collective: str, size: int, nbytes: int,
+                 inplace: bool = False) -> tuple[str, ...]:
     """Hand-built algorithms to try, best first, for a message of ``nbytes``
-    (the send buffer; bcast: the buffer) above :data:`SMALL`; none: the
-    library's call."""
+    (the send buffer; bcast: the buffer) above :data:`SMALL`, in place or
+    not; none: the library's call."""
     pair = size == 2
     if collective == "allreduce":
+        if pair and inplace and INPLACE_RING[0] < nbytes <= INPLACE_RING[1]:
+            return ("ring", "recursive_doubling")
         if pair and nbytes < MEDIUM:
             return ("recursive_doubling",)
         return ("rabenseifner", "ring", "recursive_doubling")
@@ -238,11 +246,13 @@ def rules_from_records(records: list[dict], nranks: int) -> dict:
 def choose(collective: str, requested: str, *, size: int, nbytes: int,
            commutative: bool, overrides: dict[str, str],
            where: dict, rules: Rules | None = None,
-           thread_multiple: bool = True, form: str = "blocking") -> Choice:
+           thread_multiple: bool = True, form: str = "blocking",
+           inplace: bool = False) -> Choice:
     """Pick the algorithm for one call; ``where`` names rank and call for
     errors; ``thread_multiple``: MPI runs at ``MPI_THREAD_MULTIPLE``;
-    ``form``: ``"blocking"``, ``"nonblocking"`` or ``"persistent"`` (the
-    default rules differ by both)."""
+    ``form``: ``"blocking"``, ``"nonblocking"`` or ``"persistent"``;
+    ``inplace``: the output overwrites the input (the default rules
+    differ by all three)."""
     if requested != "auto":
         return Choice(_named(collective, requested, commutative, where,
                              "algorithm= argument"), "requested by the call")
@@ -269,14 +279,15 @@ def choose(collective: str, requested: str, *, size: int, nbytes: int,
             return Choice(alg, f"{source} -> {name}")
     default = _default(collective, size=size, nbytes=nbytes,
                        commutative=commutative,
-                       thread_multiple=thread_multiple, form=form)
+                       thread_multiple=thread_multiple, form=form,
+                       inplace=inplace)
     return default._replace(reason=fallback + default.reason) \
         if fallback else default
 
 
 def _default(collective: str, *, size: int, nbytes: int,
              commutative: bool, thread_multiple: bool = True,
-             form: str = "blocking") -> Choice:
+             form: str = "blocking", inplace: bool = False) -> Choice:
     native = lookup(collective, "native")
     if size == 1:
         return Choice(native, "default rule: one rank, nothing to move")
@@ -290,10 +301,11 @@ def _default(collective: str, *, size: int, nbytes: int,
     if nbytes < SMALL:
         return Choice(native, f"default rule: {nbytes} B < {SMALL} B, "
                               "where the library's own call is fastest")
-    for name in _preferences(collective, size, nbytes):
+    for name in _preferences(collective, size, nbytes, inplace):
         alg = lookup(collective, name)
         if alg.unmet(commutative=commutative) is None:
-            return Choice(alg, f"default rule: {nbytes} B on {size} ranks")
+            return Choice(alg, f"default rule: {nbytes} B on {size} ranks"
+                          f"{', in place' if inplace else ''}")
     return Choice(native, "default rule: no hand-built algorithm fits")
 
 
