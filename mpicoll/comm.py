@@ -160,10 +160,14 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
             forget(self)
 
     def explain(self, collective: str, *, count: int = 1, dtype="float64",
-                op="sum", algorithm: str = "auto") -> Choice:
-        """Which algorithm a call with these arguments runs, and why."""
+                op="sum", algorithm: str = "auto", inplace: bool = False,
+                form: str = "blocking") -> Choice:
+        """Which algorithm a call with these arguments runs (in place or
+        not, as a ``"blocking"``, ``"nonblocking"`` or ``"persistent"``
+        call), and why."""
         return self._engine.describe(collective, count=count, dtype=dtype,
-                                     op=op, algorithm=algorithm)
+                                     op=op, algorithm=algorithm,
+                                     inplace=inplace, form=form)
 
     # ------------------------------------------------------------ collectives
     #

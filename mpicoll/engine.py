@@ -192,9 +192,11 @@ class Engine(Replays):
     # ------------------------------------------------------------ selection
 
     def describe(self, collective: str, *, count: int = 1, dtype="float64",
-                 op="sum", algorithm: str = "auto") -> Choice:
+                 op="sum", algorithm: str = "auto", inplace: bool = False,
+                 form: str = "blocking") -> Choice:
         """Which algorithm a call with these arguments runs, and why
-        (``count`` as the call's own: per rank's block, or the vector)."""
+        (``count`` as the call's own: per rank's block, or the vector;
+        ``form``: ``"blocking"``, ``"nonblocking"`` or ``"persistent"``)."""
         row = COLLECTIVES[collective]
         op = as_op(op) if row.reducing else None
         if row.counts in ("per_rank", "matrix"):  # equal blocks of count
@@ -204,7 +206,8 @@ class Engine(Replays):
         nbytes = row.selection_elements(count, self.size) * \
             np.dtype(dtype).itemsize
         return self.choose(collective, algorithm, nbytes, op,
-                           self.where(collective))
+                           self.where(collective), form=form,
+                           inplace=inplace)
 
     def choose(self, collective, algorithm, nbytes, op, where,
                why_native=None, form: str = "blocking",

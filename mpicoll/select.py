@@ -68,11 +68,12 @@ MEDIUM = 1024 * 1024  # bytes: at 2 ranks, recursive doubling below
 #: and 8 KiB; nonblocking, MPICH's own call with its request was faster,
 #: and persistent, MPICH's persistent call)
 PAIR_BY_HAND = (8, 4096)
-#: bytes (low, high]: an in-place allreduce on 2 ranks takes the ring (half
-#: the vector reduced per rank), where recursive doubling was 1.2-1.4x
-#: slower in place in two runs at 128 and 256 KiB (out of place it was the
-#: fastest there)
-INPLACE_RING = (64 * 1024, 256 * 1024)
+#: bytes (low, high]: an in-place allreduce on 2 ranks takes Rabenseifner
+#: (on 2 ranks the same two half-vector exchanges as the ring: half the
+#: vector reduced per rank), where recursive doubling was 1.1-1.4x slower
+#: in place in three runs of four at 128 and 256 KiB (out of place it was
+#: the fastest there)
+INPLACE_HALVES = (64 * 1024, 256 * 1024)
 
 
 def _preferences(collective: str, size: int, nbytes: int,
@@ -82,8 +83,9 @@ def _preferences(collective: str, size: int, nbytes: int,
     not; none: the library's call."""
     pair = size == 2
     if collective == "allreduce":
-        if pair and inplace and INPLACE_RING[0] < nbytes <= INPLACE_RING[1]:
-            return ("ring", "recursive_doubling")
+        if pair and inplace and INPLACE_HALVES[0] < nbytes <= \
+                INPLACE_HALVES[1]:
+            return ("rabenseifner", "recursive_doubling")
         if pair and nbytes < MEDIUM:
             return ("recursive_doubling",)
         return ("rabenseifner", "ring", "recursive_doubling")

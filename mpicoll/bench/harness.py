@@ -269,20 +269,24 @@ def measure(comm, case: Case, algorithms: list[str], *, iters: int,
             call.free()
     return [record(comm, case, a, summarize(world, times[a]), iters,
                    count_wrong(comm, case, a, timeout, persistent)
-                   if check else 0, persistent)
+                   if check else 0, persistent, timeout is not None)
             for a in algorithms]
 
 
 def record(comm, case: Case, algorithm: str, time_us: dict, iters: int,
-           wrong: int, persistent: bool = False) -> dict:
+           wrong: int, persistent: bool = False,
+           nonblocking: bool = False) -> dict:
     """One row: what ran, how long, how fast (GB/s, nccl-tests style)."""
     size, itemsize = comm.size, np.dtype(case.dtype).itemsize
     nbytes = case.spec.nbytes(case.count, size, itemsize)
     algbw = nbytes / (time_us["avg"] * 1e3) if time_us["avg"] > 0 else 0.0
     chosen = None
     if algorithm == "auto":
+        form = "persistent" if persistent else (
+            "nonblocking" if nonblocking else "blocking")
         chosen = comm.explain(case.spec.name, count=case.count,
-                              dtype=case.dtype, op=case.op).algorithm.name
+                              dtype=case.dtype, op=case.op,
+                              inplace=case.inplace, form=form).algorithm.name
     row = case.spec.row
     return {"collective": case.spec.name, "algorithm": algorithm,
             "chosen": chosen, "nranks": size, "dtype": case.dtype,
