@@ -45,19 +45,19 @@ from mpicoll.message import (
 )
 from mpicoll.groups import Groups
 from mpicoll.guard import guard_settings, guarded_class
+from mpicoll.nonblocking_calls import NonblockingCalls
 from mpicoll.p2p import PointToPoint
 from mpicoll.persistent_calls import PersistentCalls
 from mpicoll.schedule.layout import inplace_recv, inplace_send
 from mpicoll.schedule.plan import overlap
 from mpicoll.select import Choice
 from mpicoll.vector_calls import VectorCalls
-from mpicoll.work import Work
 
 IN_PLACE = MPI.IN_PLACE
 
 
-class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
-           MPI.Intracomm):
+class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
+           PointToPoint, Groups, MPI.Intracomm):
     """``comm`` (default ``MPI.COMM_WORLD``) with mpicoll's collectives.
 
     Not collective to create, as ``MPI.Intracomm(comm)`` is not; the
@@ -172,21 +172,16 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
     # ------------------------------------------------------------ collectives
     #
     # Each collective X has one parser, _call_x(..., async_op, memo), which
-    # checks the arguments and launches a Call; X (blocking) and IX
-    # (nonblocking, returns a Work) both call it. X first offers its memo,
-    # (name, algorithm, buffer, up to three more arguments), to
-    # Engine.replayed: a repeat on the same objects runs without parsing.
+    # checks the arguments and launches a Call; X (blocking, here) and IX
+    # (nonblocking, returns a Work: mpicoll.nonblocking_calls) both call
+    # it. X first offers its memo (name, algorithm, buffer, up to three
+    # more arguments) to Engine.replayed: a repeat on the same objects
+    # runs without parsing.
 
     def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto"):
         memo = ("Allreduce", algorithm, recvbuf, sendbuf, op, None)
         if not self._engine.replayed(*memo):
             self._call_allreduce(sendbuf, recvbuf, op, algorithm, False, memo)
-
-    def Iallreduce(self, sendbuf, recvbuf, op=MPI.SUM, *,
-                   algorithm="auto") -> Work:
-        memo = ("Iallreduce", algorithm, recvbuf, sendbuf, op, None)
-        return self._engine.restarted(*memo) or self._call_allreduce(
-            sendbuf, recvbuf, op, algorithm, True, memo)
 
     def _call_allreduce(self, sendbuf, recvbuf, op, algorithm, async_op,
                         memo=None):
@@ -228,12 +223,6 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
             self._call_reduce(sendbuf, recvbuf, op, root, algorithm, False,
                               memo)
 
-    def Ireduce(self, sendbuf, recvbuf, op=MPI.SUM, root=0, *,
-                algorithm="auto") -> Work:
-        memo = ("Ireduce", algorithm, recvbuf, sendbuf, op, root)
-        return self._engine.restarted(*memo) or self._call_reduce(
-            sendbuf, recvbuf, op, root, algorithm, True, memo)
-
     def _call_reduce(self, sendbuf, recvbuf, op, root, algorithm, async_op,
                      memo=None):
         where = self._where("reduce")
@@ -260,11 +249,6 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
         if not self._engine.replayed(*memo):
             self._call_bcast(buf, root, algorithm, False, memo)
 
-    def Ibcast(self, buf, root=0, *, algorithm="auto") -> Work:
-        memo = ("Ibcast", algorithm, buf, root, None, None)
-        return self._engine.restarted(*memo) or self._call_bcast(
-            buf, root, algorithm, True, memo)
-
     def _call_bcast(self, buf, root, algorithm, async_op, memo=None):
         where = self._where("bcast")
         root = check_root(root, self._engine.size, where=where)
@@ -286,11 +270,6 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
         memo = ("Allgather", algorithm, recvbuf, sendbuf, None, None)
         if not self._engine.replayed(*memo):
             self._call_allgather(sendbuf, recvbuf, algorithm, False, memo)
-
-    def Iallgather(self, sendbuf, recvbuf, *, algorithm="auto") -> Work:
-        memo = ("Iallgather", algorithm, recvbuf, sendbuf, None, None)
-        return self._engine.restarted(*memo) or self._call_allgather(
-            sendbuf, recvbuf, algorithm, True, memo)
 
     def _call_allgather(self, sendbuf, recvbuf, algorithm, async_op,
                         memo=None):
@@ -347,11 +326,6 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
         if not self._engine.replayed(*memo):
             self._call_gather(sendbuf, recvbuf, root, algorithm, False, memo)
 
-    def Igather(self, sendbuf, recvbuf, root=0, *, algorithm="auto") -> Work:
-        memo = ("Igather", algorithm, recvbuf, sendbuf, root, None)
-        return self._engine.restarted(*memo) or self._call_gather(
-            sendbuf, recvbuf, root, algorithm, True, memo)
-
     def _call_gather(self, sendbuf, recvbuf, root, algorithm, async_op,
                      memo=None):
         c = "gather"
@@ -377,12 +351,6 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
         memo = ("Scatter", algorithm, recvbuf, sendbuf, root, None)
         if not self._engine.replayed(*memo):
             self._call_scatter(sendbuf, recvbuf, root, algorithm, False, memo)
-
-    def Iscatter(self, sendbuf, recvbuf, root=0, *,
-                 algorithm="auto") -> Work:
-        memo = ("Iscatter", algorithm, recvbuf, sendbuf, root, None)
-        return self._engine.restarted(*memo) or self._call_scatter(
-            sendbuf, recvbuf, root, algorithm, True, memo)
 
     def _call_scatter(self, sendbuf, recvbuf, root, algorithm, async_op,
                       memo=None):
@@ -424,11 +392,6 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
         if not self._engine.replayed(*memo):
             self._call_alltoall(sendbuf, recvbuf, algorithm, False, memo)
 
-    def Ialltoall(self, sendbuf, recvbuf, *, algorithm="auto") -> Work:
-        memo = ("Ialltoall", algorithm, recvbuf, sendbuf, None, None)
-        return self._engine.restarted(*memo) or self._call_alltoall(
-            sendbuf, recvbuf, algorithm, True, memo)
-
     def _call_alltoall(self, sendbuf, recvbuf, algorithm, async_op,
                        memo=None):
         """In place, the input is copied out of ``recvbuf`` first (every
@@ -467,22 +430,11 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
             self._call_scan("scan", sendbuf, recvbuf, op, algorithm, False,
                             memo)
 
-    def Iscan(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto") -> Work:
-        memo = ("Iscan", algorithm, recvbuf, sendbuf, op, None)
-        return self._engine.restarted(*memo) or self._call_scan(
-            "scan", sendbuf, recvbuf, op, algorithm, True, memo)
-
     def Exscan(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto"):
         memo = ("Exscan", algorithm, recvbuf, sendbuf, op, None)
         if not self._engine.replayed(*memo):
             self._call_scan("exscan", sendbuf, recvbuf, op, algorithm, False,
                             memo)
-
-    def Iexscan(self, sendbuf, recvbuf, op=MPI.SUM, *,
-                algorithm="auto") -> Work:
-        memo = ("Iexscan", algorithm, recvbuf, sendbuf, op, None)
-        return self._engine.restarted(*memo) or self._call_scan(
-            "exscan", sendbuf, recvbuf, op, algorithm, True, memo)
 
     def _call_scan(self, c, sendbuf, recvbuf, op, algorithm, async_op,
                    memo=None):
@@ -503,14 +455,6 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
         if not self._engine.replayed(*memo):
             self._call_reduce_scatter_block(sendbuf, recvbuf, op, algorithm,
                                             False, memo)
-
-    def Ireduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM, *,
-                              algorithm="auto") -> Work:
-        memo = ("Ireduce_scatter_block", algorithm, recvbuf, sendbuf, op,
-                None)
-        return self._engine.restarted(*memo) or \
-            self._call_reduce_scatter_block(sendbuf, recvbuf, op, algorithm,
-                                            True, memo)
 
     def _call_reduce_scatter_block(self, sendbuf, recvbuf, op, algorithm,
                                    async_op, memo=None):
@@ -539,11 +483,6 @@ class Comm(VectorCalls, PersistentCalls, CallBuilder, PointToPoint, Groups,
         memo = ("Barrier", algorithm, None, None, None, None)
         if not self._engine.replayed(*memo):
             self._barrier(algorithm, False, memo)
-
-    def Ibarrier(self, *, algorithm="auto") -> Work:
-        memo = ("Ibarrier", algorithm, None, None, None, None)
-        return self._engine.restarted(*memo) or self._barrier(
-            algorithm, True, memo)
 
 
 # The collective methods a guarded Comm wraps (mpicoll.guard).
