@@ -197,6 +197,10 @@ class Engine(Replays):
         """Which algorithm a call with these arguments runs, and why
         (``count`` as the call's own: per rank's block, or the vector;
         ``form``: ``"blocking"``, ``"nonblocking"`` or ``"persistent"``)."""
+        if form not in FORMS:
+            raise InvalidArgumentError(
+                f"form must be one of {', '.join(FORMS)}, got {form!r}",
+                **self.where(collective))
         row = COLLECTIVES[collective]
         op = as_op(op) if row.reducing else None
         if row.counts in ("per_rank", "matrix"):  # equal blocks of count
@@ -532,6 +536,9 @@ class Engine(Replays):
             raise InvalidArgumentError(
                 "counts disagree between ranks: " + "; ".join(bad),
                 **self.where(collective))
+
+
+FORMS = ("blocking", "nonblocking", "persistent")  # how a call runs
 
 
 def _form(async_op) -> str:

@@ -165,6 +165,16 @@ def test_environment_override_and_explain(comm, monkeypatch):
         PG(MPI.COMM_WORLD).all_reduce(np.ones(2))
 
 
+def test_explain_form_and_in_place(comm):
+    """explain() answers for each form of call and for in place, and
+    refuses a form that is not one (locally: explain sends nothing)."""
+    for form in ("blocking", "nonblocking", "persistent"):
+        assert comm.explain("allreduce", count=4, form=form).algorithm
+    assert comm.explain("allreduce", count=1 << 15, inplace=True).algorithm
+    with pytest.raises(errors.InvalidArgumentError, match="form must be"):
+        comm.explain("allreduce", form="eventually")
+
+
 def test_auto_rules(comm):
     small = comm.explain("allreduce", count=4)
     large = comm.explain("allreduce", count=1 << 22)
