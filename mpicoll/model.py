@@ -24,7 +24,8 @@ Rabenseifner & Gropp (2005) and MPICH's cost comments:
 - the prediction is the critical path: the latest rank's finish.
 
 Not modelled: contention between pairs (links are per rank), the cost of
-posting a round (Python's microseconds), memory traffic beyond γ and copy.
+posting a round (Python's microseconds; a calibrated α includes it:
+:mod:`mpicoll.calibrate`), memory traffic beyond γ and copy.
 
 Speed: walking every rank costs time in proportion to all their rounds.
 Above :data:`FULL_WALK`, when every sampled rank's schedule is rank 0's
@@ -55,12 +56,31 @@ FULL_WALK = 1 << 15  # rounds + messages over all ranks walked without sampling
 SAMPLES = 4  # random ranks compared with rank 0 (besides 1 and p-1)
 
 
+class SizeRange(NamedTuple):
+    """The costs of :class:`Network` for sizes up to ``upto`` bytes (and
+    above the previous range's): a message of that many bytes, a round's
+    reduction or copy output of that many."""
+
+    upto: int
+    alpha: float
+    beta: float
+    gamma: float
+    copy: float
+
+
 @dataclass(frozen=True)
 class Network:
     """Costs in seconds: ``alpha`` per message and ``beta`` per byte between
     nodes (between any two ranks when no node map is given), ``gamma`` per
     byte reduced, ``copy`` per byte copied locally, and ``alpha_intra`` and
-    ``beta_intra`` within a node (None: the same as between nodes)."""
+    ``beta_intra`` within a node (None: the same as between nodes).
+
+    ``ranges`` (increasing ``upto``) refine the four base costs by size, as
+    a calibration measures them (:mod:`mpicoll.calibration`): a message
+    between nodes (or within one, where the intra-node costs are None) of
+    ``n`` bytes costs the first range's ``alpha + beta·n`` with ``n <=
+    upto``, a round's ``n`` bytes reduced or copied its ``gamma·n`` or
+    ``copy·n``; sizes above the last range take the base costs."""
 
     alpha: float
     beta: float
@@ -68,16 +88,32 @@ class Network:
     copy: float = 0.0
     alpha_intra: float | None = None
     beta_intra: float | None = None
+    ranges: tuple[SizeRange, ...] = ()
 
     def __post_init__(self) -> None:
-        for name, value in vars(self).items():
+        values = [(n, v) for n, v in vars(self).items() if n != "ranges"]
+        values += [(f"ranges[{i}].{n}", v) for i, r in enumerate(self.ranges)
+                   for n, v in r._asdict().items()]
+        for name, value in values:
             if value is not None and not value >= 0:
                 raise ValueError(f"Network.{name} must be >= 0, not {value!r}")
+        if any(b.upto <= a.upto for a, b in zip(self.ranges, self.ranges[1:])):
+            raise ValueError("Network.ranges must have increasing upto")
 
     def link(self, intra: bool) -> tuple[float, float]:
         """``(alpha, beta)`` within a node (``intra``) or between nodes."""
         a, b = (self.alpha_intra, self.beta_intra) if intra else (None, None)
         return self.alpha if a is None else a, self.beta if b is None else b
+
+    def by_size(self, name: str, nbytes: np.ndarray) -> np.ndarray | float:
+        """The cost ``name`` (alpha, beta, gamma or copy) for each size in
+        ``nbytes``: its range's, or the base one (a float, when there
+        are no ranges)."""
+        base = getattr(self, name)
+        if not self.ranges:
+            return base
+        table = np.array([getattr(r, name) for r in self.ranges] + [base])
+        return table[np.searchsorted([r.upto for r in self.ranges], nbytes)]
 
 
 class RankProfile(NamedTuple):
@@ -323,11 +359,15 @@ class _Graph:
         key = (net, itemsize)
         if key not in self._cache:
             cost = np.zeros(self.n)
-            cost[:self.nn] = itemsize * (self.local @ [net.gamma, net.copy])
-            (ai, bi), (ax, bx) = net.link(True), net.link(False)
-            cost[self.nn:] = np.where(self.intra,
-                                      ai + bi * itemsize * self.length,
-                                      ax + bx * itemsize * self.length)
+            red, cop = (itemsize * self.local).T
+            cost[:self.nn] = (net.by_size("gamma", red) * red
+                              + net.by_size("copy", cop) * cop)
+            nbytes = itemsize * self.length
+            ax, bx = net.by_size("alpha", nbytes), net.by_size("beta", nbytes)
+            ai = ax if net.alpha_intra is None else net.alpha_intra
+            bi = bx if net.beta_intra is None else net.beta_intra
+            cost[self.nn:] = np.where(self.intra, ai + bi * nbytes,
+                                      ax + bx * nbytes)
             if self._columns is None:
                 self._columns = self.preds.T.tolist()
             (a, b, c), w = self._columns, cost.tolist()

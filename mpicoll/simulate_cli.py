@@ -22,7 +22,10 @@ default platform), ``--beta`` (s per byte, default 8e-11: 12.5 GB/s) and
 links get latency α/2 and bandwidth 1/β, so a message between two nodes of
 ``flat`` costs α + β·bytes; other topologies add latency per hop.
 Ranks on one node (``--ranks-per-node``) talk at the platform's intra-node
-defaults, 0.2 µs and 50 GB/s, in both models.
+defaults, 0.2 µs and 50 GB/s, in both models. ``--calibration FILE``
+(analytic model only) takes the costs measured by ``python -m
+mpicoll.calibrate`` instead, per message-size range, for every message
+(:mod:`mpicoll.calibration`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ import mpicoll
 from mpicoll.bench import plot as plotting
 from mpicoll.bench.cli import COLUMNS, _show_rows, parse_size, sizes, summary
 from mpicoll.bench.specs import DTYPES, SPECS
+from mpicoll.calibration import Calibration, CalibrationError, \
+    load_calibration
 from mpicoll.collectives import COLLECTIVES
 from mpicoll.model import Network, predict
 from mpicoll.netsim.platform import Platform, PlatformError, parse
@@ -73,12 +78,15 @@ def _parser() -> argparse.ArgumentParser:
     a("-f", "--stepfactor", type=float, default=2.0, help="default 2")
     a("-d", "--dtype", choices=DTYPES, default="float32")
     a("--model", choices=("analytic", "simgrid"), default="analytic")
-    a("--alpha", type=float, default=ALPHA,
+    a("--alpha", type=float,
       help=f"seconds per message; default {ALPHA:g}")
-    a("--beta", type=float, default=BETA,
+    a("--beta", type=float,
       help=f"seconds per byte; default {BETA:g} (12.5 GB/s)")
-    a("--gamma", type=float, default=GAMMA,
+    a("--gamma", type=float,
       help=f"seconds per byte reduced; default {GAMMA:g} (10 GB/s)")
+    a("--calibration", metavar="FILE",
+      help="analytic: the costs measured by python -m mpicoll.calibrate "
+           "(instead of --alpha/--beta/--gamma), for every message")
     a("--keep", type=int, metavar="K",
       help="simgrid: simulate K rounds of each run of identical rounds and "
            "extrapolate (default: all)")
@@ -123,6 +131,7 @@ def parse_args(argv) -> argparse.Namespace:
         if missing:
             p.error(f"not a hand-built algorithm of {args.collective}: "
                     f"{', '.join(missing)}")
+    args.calibrated = _calibration(p, args)
     problems = [
         (any(r < 1 for r in args.rank_counts), "--ranks must be positive"),
         (args.ranks_per_node < 1, "--ranks-per-node must be positive"),
@@ -144,6 +153,26 @@ def parse_args(argv) -> argparse.Namespace:
     return args
 
 
+def _calibration(p, args) -> Calibration | None:
+    """The ``--calibration`` file, loaded (--alpha/--beta/--gamma and
+    --model simgrid are refused with it), or None; unset ones of
+    --alpha/--beta/--gamma take their defaults (the platform's links)."""
+    given = [k for k in ("alpha", "beta", "gamma")
+             if getattr(args, k) is not None]
+    for k, default in (("alpha", ALPHA), ("beta", BETA), ("gamma", GAMMA)):
+        if getattr(args, k) is None:
+            setattr(args, k, default)
+    if args.calibration is None:
+        return None
+    if given or args.model != "analytic":
+        p.error("--calibration takes the place of --alpha/--beta/--gamma, "
+                "for the analytic model")
+    try:
+        return load_calibration(args.calibration)
+    except (OSError, CalibrationError) as e:
+        p.error(f"--calibration: {e}")
+
+
 def platform(args) -> Platform:
     """The ``--network`` platform with ``--alpha``/``--beta`` as link
     latency α/2 and bandwidth 1/β; a bare ``flat`` gets enough nodes for
@@ -159,8 +188,11 @@ def platform(args) -> Platform:
 
 
 def network(args) -> Network:
-    """The analytic model's costs: ``--alpha/--beta/--gamma`` between
-    nodes, the platform's intra-node link within one."""
+    """The analytic model's costs: the ``--calibration`` file's for every
+    message; else ``--alpha/--beta/--gamma`` between nodes, the
+    platform's intra-node link within one."""
+    if args.calibrated is not None:
+        return args.calibrated.network("sum", args.dtype)
     plat = args.platform
     return Network(args.alpha, args.beta, args.gamma,
                    alpha_intra=plat.intra_latency,
@@ -245,9 +277,11 @@ def header(args, argv) -> dict:
     return {"mpicoll": mpicoll.__version__, "predicted": True,
             "model": args.model, "network": args.platform.spec,
             "ranks_per_node": args.ranks_per_node,
-            "nranks": args.rank_counts, "alpha": args.alpha,
-            "beta": args.beta, "gamma": args.gamma, "keep": args.keep,
-            "symmetric": args.symmetric,
+            "nranks": args.rank_counts,
+            **{k: None if args.calibrated else getattr(args, k)
+               for k in ("alpha", "beta", "gamma")},
+            "calibration": args.calibrated and args.calibrated.description,
+            "keep": args.keep, "symmetric": args.symmetric,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "command": " ".join([sys.executable, "-m", "mpicoll.simulate",
                                  *argv])}

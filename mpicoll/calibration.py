@@ -1,0 +1,297 @@
+"""The calibration file: measured α, β, γ and copy costs, fitted and loaded.
+
+``python -m mpicoll.calibrate`` (:mod:`mpicoll.calibrate`, under MPI)
+measures raw points on a machine; this module, which needs no MPI, fits
+them and reads and writes the file, so that the model
+(:func:`mpicoll.model.predict`), ``python -m mpicoll.simulate
+--calibration FILE`` and selection can use it:
+
+    >>> cal = load_calibration("calibration.json")    # doctest: +SKIP
+    >>> net = cal.network("sum", "float32")           # a model.Network
+    >>> cal.description                               # for explain mode
+    'calibrated on HOST (AMD EPYC, 2 cores), 2026-11-25, 2 ranks, MPICH 5.0.2'
+
+The file (JSON, format ``mpicoll-calibration``, version 1; seconds and
+seconds per byte):
+
+``ranges``
+    Message-size ranges in increasing order, each ``{"upto": bytes,
+    "alpha", "beta", "copy"}``; the last has ``"upto": null`` (no limit).
+    A message of ``n`` bytes costs its range's ``alpha + beta·n``; a
+    round's ``n`` bytes copied cost ``copy·n``.
+``gamma``
+    ``{op: {dtype: [per range]}}``: seconds per byte of reduction output
+    (``"sum"``, ``"prod"``, ``"max"``, ``"min"`` by NumPy dtype name).
+``machine``, ``mpi``, ``date``, ``command``
+    Where and how it was measured: hostname, CPU model and cores; MPI
+    library, mpi4py version, ranks, thread level.
+``points``
+    The raw measurements the fit used: ``exchange``, ``copy`` (``[bytes,
+    seconds]`` pairs) and ``reduce`` (``{op: {dtype: pairs}}``).
+
+Fitting: per range, α and β are the least-squares ``alpha + beta·n`` line
+through the exchange points, γ and copy the slope through the origin
+(``per_byte·n``) of the reduce and copy points, all by relative error (so
+a range's per-byte cost absorbs the fixed Python cost of the call at its
+smallest sizes). The ranges' bounds are the split of the sizes into at
+most ``k`` ranges of at least :data:`MIN_POINTS` points that minimizes
+those fits' squared relative error (:func:`split`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mpicoll.model import Network, SizeRange
+
+FORMAT, VERSION = "mpicoll-calibration", 1
+MIN_POINTS = 3  # points per fitted range, at least
+RANGE_FIELDS = ("upto", "alpha", "beta", "copy")  # a range, in the file
+INFO = (("machine", dict), ("mpi", dict), ("date", str), ("command", str),
+        ("points", dict))  # where it was measured, and the raw points
+
+
+class CalibrationError(ValueError):
+    """A calibration file that cannot be used, and why."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A fitted calibration: ``ranges`` of ``(upto, alpha, beta, copy)``
+    (the last ``upto`` None), ``gamma`` per ``(op, dtype)`` with one value
+    per range, and where it was measured."""
+
+    ranges: tuple[tuple[int | None, float, float, float], ...]
+    gamma: dict[tuple[str, str], tuple[float, ...]]
+    machine: dict = field(default_factory=dict)
+    mpi: dict = field(default_factory=dict)
+    date: str = ""
+    command: str = ""
+    points: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def description(self) -> str:
+        """One line: where and when, for explain mode and table titles."""
+        m, mpi = self.machine, self.mpi
+        cpu = ", ".join(str(x) for x in (
+            m.get("cpu"), m.get("cores") and f"{m['cores']} cores") if x)
+        library = " ".join(str(mpi.get("library", "")).split()[:3])
+        parts = [f"calibrated on {m.get('hostname', '?')}"
+                 + (f" ({cpu})" if cpu else ""), self.date[:10],
+                 mpi.get("ranks") and f"{mpi['ranks']} ranks", library]
+        return ", ".join(str(p) for p in parts if p)
+
+    def gamma_for(self, op: str, dtype: str) -> tuple[float, ...]:
+        """γ per range for ``op`` on ``dtype``; for a pair not measured,
+        the largest measured γ of each range (a cautious stand-in)."""
+        if (op, dtype) in self.gamma:
+            return self.gamma[(op, dtype)]
+        return tuple(map(max, zip(*self.gamma.values())))
+
+    def network(self, op: str = "sum", dtype: str = "float32") -> Network:
+        """The model's :class:`~mpicoll.model.Network` for reductions of
+        ``op`` on ``dtype``: the last range as its base costs, the others
+        as its ``ranges`` (one link, used within and between nodes)."""
+        gamma = self.gamma_for(op, dtype)
+        pieces = [SizeRange(upto, a, b, g, c)
+                  for (upto, a, b, c), g in zip(self.ranges, gamma)]
+        last = pieces.pop()
+        return Network(last.alpha, last.beta, last.gamma, last.copy,
+                       ranges=tuple(pieces))
+
+    def to_json(self) -> dict:
+        """The file's contents (module docstring)."""
+        gamma: dict = {}
+        for (op, dtype), values in self.gamma.items():
+            gamma.setdefault(op, {})[dtype] = list(values)
+        return {"format": FORMAT, "version": VERSION,
+                "machine": self.machine, "mpi": self.mpi, "date": self.date,
+                "command": self.command,
+                "ranges": [dict(zip(RANGE_FIELDS, r)) for r in self.ranges],
+                "gamma": gamma, "points": self.points}
+
+    def save(self, path: str) -> None:
+        with open(path, "w") as f:
+            json.dump(self.to_json(), f, indent=1)
+            f.write("\n")
+
+    @classmethod
+    def from_json(cls, data, source: str = "calibration") -> Calibration:
+        """A calibration from the file's contents; CalibrationError (naming
+        ``source``) if anything is missing or out of range."""
+        def bad(what: str) -> CalibrationError:
+            return CalibrationError(f"{source}: {what}")
+
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise bad(f"not an {FORMAT} file (no \"format\": \"{FORMAT}\")")
+        if data.get("version") != VERSION:
+            raise bad(f"version {data.get('version')!r}, this mpicoll reads "
+                      f"version {VERSION}")
+        ranges = data.get("ranges")
+        if not isinstance(ranges, list) or not ranges:
+            raise bad("\"ranges\" must be a non-empty list")
+        rows = []
+        for i, r in enumerate(ranges):
+            if not isinstance(r, dict) or set(r) != set(RANGE_FIELDS):
+                raise bad(f"ranges[{i}] must have exactly the keys "
+                          f"{', '.join(RANGE_FIELDS)}")
+            last = i == len(ranges) - 1
+            upto = r["upto"]
+            if last != (upto is None) or not (
+                    last or (isinstance(upto, int) and upto > 0)):
+                raise bad(f"ranges[{i}].upto must be "
+                          + ("null (the last range)" if last
+                             else "a positive integer"))
+            rows.append((upto, *(_cost(r[k], f"ranges[{i}].{k}", bad)
+                                 for k in RANGE_FIELDS[1:])))
+        bounds = [r[0] for r in rows[:-1]]
+        if bounds != sorted(set(bounds)):
+            raise bad("ranges' upto must increase")
+        gamma = {}
+        table = data.get("gamma")
+        if not isinstance(table, dict) or not table:
+            raise bad("\"gamma\" must map op to dtype to a list per range")
+        for op, by_dtype in table.items():
+            if not isinstance(by_dtype, dict) or not by_dtype:
+                raise bad(f"gamma[{op!r}] must map dtype to a list per range")
+            for dtype, values in by_dtype.items():
+                where = f"gamma[{op!r}][{dtype!r}]"
+                if not isinstance(values, list) or len(values) != len(rows):
+                    raise bad(f"{where} must be a list of {len(rows)} values"
+                              " (one per range)")
+                gamma[(op, dtype)] = tuple(_cost(v, where, bad)
+                                           for v in values)
+        info = {k: data.get(k, kind()) for k, kind in INFO}
+        for k, kind in INFO:
+            if not isinstance(info[k], kind):
+                raise bad(f"\"{k}\" must be a JSON {kind.__name__}")
+        return cls(tuple(rows), gamma, **info)
+
+
+def _cost(value, where: str, bad) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value < 0:
+        raise bad(f"{where} must be a finite number >= 0, not {value!r}")
+    return float(value)
+
+
+def load_calibration(path: str) -> Calibration:
+    """The calibration in the file at ``path`` (CalibrationError if it is
+    not one; OSError if it cannot be read)."""
+    with open(path) as f:
+        try:
+            data = json.load(f)
+        except json.JSONDecodeError as e:
+            raise CalibrationError(f"{path}: not JSON ({e})") from None
+    return Calibration.from_json(data, source=path)
+
+
+# --- fitting -------------------------------------------------------------
+
+
+def fit_line(points) -> tuple[float, float]:
+    """``(alpha, beta)`` >= 0 of ``t = alpha + beta·n`` through ``(n, t)``
+    pairs, least squares on the relative error."""
+    n, t = np.asarray(points, dtype=float).T
+    w = 1 / t
+    design = np.stack([w, n * w], axis=1)
+    (alpha, beta), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
+    if alpha < 0:
+        return 0.0, fit_slope(points)
+    if beta < 0:
+        return float(w.sum() / (w @ w)), 0.0
+    return float(alpha), float(beta)
+
+
+def fit_slope(points) -> float:
+    """``per_byte`` >= 0 of ``t = per_byte·n`` through ``(n, t)`` pairs
+    (``n > 0``), least squares on the relative error."""
+    n, t = np.asarray(points, dtype=float).T
+    x = n / t
+    return float(max(0.0, x.sum() / (x @ x)))
+
+
+def _relative_error(points, fitted) -> float:
+    n, t = np.asarray(points, dtype=float).T
+    error = fitted(n) / t - 1
+    return float(error @ error)
+
+
+def _line_error(points) -> float:
+    alpha, beta = fit_line(points)
+    return _relative_error(points, lambda n: alpha + beta * n)
+
+
+def split(series, k: int, min_points: int = MIN_POINTS) -> list[int]:
+    """Where the cost changes shape: the upper sizes of all but the last
+    range of the split of the sizes of ``series`` (lists of ``(bytes,
+    seconds)`` points on one grid of sizes) into at most ``k`` ranges of
+    at least ``min_points`` sizes that minimizes the mean over the series
+    of the squared relative error of a line per range (dynamic
+    programming over split points)."""
+    sizes = sorted({n for points in series for n, _ in points if n > 0})
+    n = len(sizes)
+    k = max(1, min(k, n // min_points))
+
+    def error(i: int, j: int) -> float:
+        lo, hi = sizes[i - 1] if i else 0, sizes[j - 1]
+        mine = [m for m in (_in_range(points, lo, hi) for points in series)
+                if len(m) >= 2]
+        return sum(map(_line_error, mine)) / max(1, len(mine))
+
+    cost = {(i, j): error(i, j) for i in range(n)
+            for j in range(i + min_points, n + 1)}
+    # best[m][j]: the least error of the first j sizes in m ranges, and
+    # where the last of those ranges starts
+    best = [{0: (0.0, 0)}]
+    for m in range(1, k + 1):
+        best.append({j: min((best[m - 1][i][0] + cost[(i, j)], i)
+                            for i in best[m - 1] if (i, j) in cost)
+                     for j in range(m * min_points, n + 1)})
+    cuts, j = [], n
+    for m in range(k, 1, -1):
+        j = best[m][j][1]
+        cuts.append(sizes[j - 1])
+    return sorted(cuts)
+
+
+def _in_range(points, lo: float, hi: float | None) -> list:
+    return [(n, t) for n, t in points if n > lo and (hi is None or n <= hi)
+            and n > 0]
+
+
+def fit(exchange, copy, reduce: dict, ranges: int = 4, **info) -> Calibration:
+    """A :class:`Calibration` from raw points: ``exchange`` and ``copy``
+    ``(bytes, seconds)`` pairs, ``reduce`` ``{(op, dtype): pairs}``, all on
+    one grid of sizes; ``info``: machine, mpi, date, command (kept with the
+    points). Messages and local steps change shape at different sizes
+    (protocol switches, cache sizes), so each gets its own split into at
+    most ``ranges`` ranges (:func:`split`), and the file's ranges are the
+    union of the two: each range holds its message range's ``(alpha,
+    beta)`` and its local range's per-byte copy and γ slopes."""
+    messages = [*split([exchange], ranges), None]
+    local = [*split([copy, *reduce.values()], ranges), None]
+    rows, gamma = [], {key: [] for key in reduce}
+    for hi in [*sorted({*messages, *local} - {None}), None]:
+        alpha, beta = fit_line(_around(exchange, messages, hi))
+        rows.append((hi, alpha, beta, fit_slope(_around(copy, local, hi))))
+        for key, pts in reduce.items():
+            gamma[key].append(fit_slope(_around(pts, local, hi)))
+    raw = {"exchange": [list(p) for p in exchange],
+           "copy": [list(p) for p in copy], "reduce": {}}
+    for (op, dtype), pts in reduce.items():
+        raw["reduce"].setdefault(op, {})[dtype] = [list(p) for p in pts]
+    return Calibration(tuple(rows), {k: tuple(v) for k, v in gamma.items()},
+                       points=raw, **info)
+
+
+def _around(points, bounds: list, hi: int | None) -> list:
+    """The points of the range of ``bounds`` (upper sizes, the last None)
+    that holds the size ``hi`` (None: the last range)."""
+    i = len(bounds) - 1 if hi is None else \
+        next(i for i, b in enumerate(bounds) if b is None or hi <= b)
+    return _in_range(points, bounds[i - 1] if i else 0, bounds[i])

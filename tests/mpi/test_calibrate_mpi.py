@@ -1,0 +1,75 @@
+"""Tier 2: ``python -m mpicoll.calibrate`` under MPI, few repetitions,
+called as a function: the file it writes is complete and loads, and the
+validation times a small subset against its predictions. No time or ratio
+is asserted (benchmarks measure; tests check)."""
+
+import json
+
+import pytest
+from mpi4py import MPI
+
+import mpicoll
+from mpicoll.calibrate import main
+from mpicoll.calibration import load_calibration
+
+pytestmark = pytest.mark.mpi
+
+FEW = ["-n", "3", "-w", "1", "--time-budget", "5", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    """One calibration for the module, in rank 0's folder (shared)."""
+    world = MPI.COMM_WORLD
+    if world.Get_size() % 2:
+        pytest.skip("ranks pair up: needs an even rank count")
+    folder = world.bcast(str(tmp_path_factory.mktemp("cal")), 0)
+    path = f"{folder}/cal.json"
+    assert main(["--out", path, "-b", "8", "-e", "64K", "-f", "8",
+                 "--ranges", "2", "--ops", "sum,max",
+                 "--dtypes", "float32,int64", *FEW]) == 0
+    return path, folder
+
+
+def test_calibration_file_is_complete(calibrated):
+    path, _ = calibrated
+    cal = load_calibration(path)  # every number checked by the loader
+    assert 1 <= len(cal.ranges) <= 3 and cal.ranges[-1][0] is None
+    assert set(cal.gamma) == {(op, d) for op in ("sum", "max")
+                              for d in ("float32", "int64")}
+    sizes = [8, 64, 512, 4096, 32768]
+    assert [n for n, _ in cal.points["exchange"]] == sizes
+    assert [n for n, _ in cal.points["copy"]] == sizes
+    assert [n for n, _ in cal.points["reduce"]["max"]["int64"]] == sizes
+    assert all(t > 0 for _, t in cal.points["exchange"])
+    size = MPI.COMM_WORLD.Get_size()
+    assert cal.mpi["ranks"] == size
+    assert cal.mpi["library"] and cal.mpi["mpi4py"]
+    assert {"hostname", "cpu", "cores"} <= set(cal.machine)
+    assert "mpicoll.calibrate" in cal.command and "--ranges 2" in cal.command
+    assert cal.description.startswith("calibrated on ")
+    with open(path) as f:
+        assert json.load(f)["format"] == "mpicoll-calibration"
+
+
+def test_validation_of_a_subset(calibrated):
+    path, folder = calibrated
+    out = f"{folder}/valid.json"
+    assert main(["--validate", path, "-c", "allreduce,alltoall",
+                 "-b", "1K", "-e", "1K", "--json", out, *FEW]) == 0
+    MPI.COMM_WORLD.Barrier()
+    with open(out) as f:
+        data = json.load(f)
+    rows = data["rows"]
+    for collective in ("allreduce", "alltoall"):
+        want = {a for a in mpicoll.algorithms(collective) if a != "native"}
+        assert {r["algorithm"] for r in rows
+                if r["collective"] == collective} == want
+    for r in rows:
+        assert r["nranks"] == MPI.COMM_WORLD.Get_size()
+        assert r["wrong"] == 0
+        assert r["measured_us"] > 0 and r["predicted_us"] > 0
+        assert r["within"] == (abs(r["error"]) <= 0.3)
+    head = data["header"]
+    assert head["description"].startswith("calibrated on ")
+    assert "oversubscribed" in head and head["tolerance"] == 0.3

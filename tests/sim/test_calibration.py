@@ -1,0 +1,235 @@
+"""Tier 1: the calibration file (:mod:`mpicoll.calibration`) without MPI:
+fitting synthetic points recovers the costs they were made from, the file
+round-trips through JSON, the loader names what is wrong with a bad file,
+the model's size ranges price each message by its range, and
+``python -m mpicoll.simulate --calibration`` uses the file."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from mpicoll.calibration import Calibration, CalibrationError, fit, \
+    fit_line, fit_slope, load_calibration, split
+from mpicoll.model import Network, SizeRange, predict
+from mpicoll.simulate_cli import main as simulate
+
+SIZES = [1 << i for i in range(3, 26)]  # 8 B .. 32 MiB
+# (upto, alpha, beta) of the exchange; (upto, per byte) of copy and reduce
+MESSAGES = [(4096, 3e-6, 1e-10), (1 << 20, 9e-6, 7e-11), (None, 2e-5, 1.2e-10)]
+LOCAL = [(1 << 18, 2e-11), (None, 8e-11)]
+
+
+def piecewise(table, n):
+    return next(row[1:] for row in table if row[0] is None or n <= row[0])
+
+
+def exchange_points(noise=None):
+    pts = [(n, a + b * n) for n in SIZES
+           for a, b in [piecewise(MESSAGES, n)]]
+    if noise is not None:
+        pts = [(n, t * f) for (n, t), f in zip(pts, noise)]
+    return pts
+
+
+def local_points(scale=1.0):
+    return [(n, scale * piecewise(LOCAL, n)[0] * n) for n in SIZES]
+
+
+def calibration(**info) -> Calibration:
+    return fit(exchange_points(), local_points(),
+               {("sum", "float32"): local_points(0.5),
+                ("max", "float64"): local_points(2.0)}, ranges=3, **info)
+
+
+def test_line_and_slope_recover_exact_costs():
+    pts = [(n, 4e-6 + 2e-10 * n) for n in SIZES]
+    assert fit_line(pts) == pytest.approx((4e-6, 2e-10), rel=1e-9)
+    assert fit_slope([(n, 3e-11 * n) for n in SIZES]) == pytest.approx(3e-11)
+
+
+def test_line_stays_non_negative():
+    """Points falling with size get a flat line, not a negative β; points
+    through the origin a zero α, not a negative one."""
+    alpha, beta = fit_line([(1, 5.0), (10, 4.0), (100, 3.0)])
+    assert beta == 0 and 3 < alpha < 5
+    alpha, beta = fit_line([(10, 1.0), (100, 12.0), (1000, 130.0)])
+    assert alpha == 0 and beta > 0
+
+
+def test_split_finds_the_knees():
+    assert split([exchange_points()], 3) == [4096, 1 << 20]
+    assert split([local_points(), local_points(3.0)], 2) == [1 << 18]
+
+
+def test_fit_recovers_every_range():
+    cal = calibration()
+    bounds = [r[0] for r in cal.ranges]
+    assert {4096, 1 << 18, 1 << 20} <= set(bounds)  # both splits' knees
+    assert bounds[-1] is None
+    for upto, alpha, beta, copy in cal.ranges:
+        n = upto or SIZES[-1]
+        assert (alpha, beta) == pytest.approx(piecewise(MESSAGES, n), rel=1e-6)
+        assert copy == pytest.approx(piecewise(LOCAL, n)[0], rel=1e-9)
+    sums = cal.gamma[("sum", "float32")]
+    assert sums == pytest.approx([0.5 * piecewise(LOCAL, upto or SIZES[-1])[0]
+                                  for upto, *_ in cal.ranges])
+
+
+def test_fit_tolerates_noise():
+    """With two percent of noise, every size's message cost stays within
+    five percent (where β·n is small against α, β itself is loose)."""
+    noise = np.random.default_rng(1).uniform(0.98, 1.02, len(SIZES))
+    cal = fit(exchange_points(noise), local_points(),
+              {("sum", "float32"): local_points()}, ranges=3)
+    assert {4096, 1 << 18, 1 << 20} <= {r[0] for r in cal.ranges}
+    for n, t in exchange_points():
+        _, alpha, beta, _ = next(r for r in cal.ranges
+                                 if r[0] is None or n <= r[0])
+        assert alpha + beta * n == pytest.approx(t, rel=0.05)
+
+
+def test_network_prices_by_range():
+    """One 2-rank exchange of n bytes then its reduction (recursive
+    doubling): each size takes its own range's α, β and γ; above the last
+    bound, the base costs."""
+    cal = calibration()
+    net = cal.network("sum", "float32")
+    assert net.alpha == cal.ranges[-1][1]
+    assert [r.upto for r in net.ranges] == [r[0] for r in cal.ranges[:-1]]
+    for n in (64, 4096, 8192, 1 << 19, 1 << 22):
+        a, b = piecewise(MESSAGES, n)
+        g = 0.5 * piecewise(LOCAL, n)[0]
+        want = a + b * n + g * n
+        got = predict("allreduce", "recursive_doubling", 2, n // 4, 4, net)
+        assert got == pytest.approx(want, rel=1e-6)
+    # the ring allgather copies its own block, then exchanges it
+    n = 1 << 16
+    got = predict("allgather", "ring", 2, n // 4, 4, net)
+    assert got == pytest.approx(2e-11 * n + 9e-6 + 7e-11 * n, rel=1e-6)
+
+
+def test_ranges_equal_to_the_base_change_nothing():
+    plain = Network(3e-6, 1e-9, 4e-10, 1e-10)
+    ranged = Network(3e-6, 1e-9, 4e-10, 1e-10,
+                     ranges=(SizeRange(100, 3e-6, 1e-9, 4e-10, 1e-10),
+                             SizeRange(10_000, 3e-6, 1e-9, 4e-10, 1e-10)))
+    for alg in ("ring", "rabenseifner", "recursive_doubling"):
+        for count in (7, 1000, 100_000):
+            assert math.isclose(predict("allreduce", alg, 6, count, 4, plain),
+                                predict("allreduce", alg, 6, count, 4, ranged),
+                                rel_tol=1e-12)
+
+
+def test_network_refuses_bad_ranges():
+    with pytest.raises(ValueError, match="increasing"):
+        Network(1, 1, ranges=(SizeRange(10, 1, 1, 0, 0),
+                              SizeRange(10, 1, 1, 0, 0)))
+    with pytest.raises(ValueError, match=r"ranges\[0\]\.beta"):
+        Network(1, 1, ranges=(SizeRange(10, 1, -1, 0, 0),))
+
+
+def test_json_round_trip(tmp_path):
+    cal = calibration(machine={"hostname": "h", "cpu": "C", "cores": 2},
+                      mpi={"library": "MPICH Version: 5.0.2", "ranks": 2},
+                      date="2026-11-25T20:00:00+00:00", command="x")
+    path = tmp_path / "cal.json"
+    cal.save(str(path))
+    back = load_calibration(str(path))
+    assert back == cal
+    assert back.points["exchange"] == [list(p) for p in exchange_points()]
+    assert set(back.points["reduce"]) == {"sum", "max"}
+    assert back.network("max", "float64") == cal.network("max", "float64")
+    assert back.description == ("calibrated on h (C, 2 cores), 2026-11-25, "
+                                "2 ranks, MPICH Version: 5.0.2")
+
+
+def test_unmeasured_op_takes_the_slowest_gamma():
+    cal = calibration()
+    assert cal.gamma_for("band", "int8") == cal.gamma[("max", "float64")]
+
+
+def good() -> dict:
+    return json.loads(json.dumps(calibration().to_json()))
+
+
+BAD = [
+    (lambda d: d.update(format="other"), "not an mpicoll-calibration"),
+    (lambda d: d.update(version=2), "version 2"),
+    (lambda d: d.pop("ranges"), '"ranges" must be'),
+    (lambda d: d["ranges"][0].pop("beta"), r"ranges\[0\] must have"),
+    (lambda d: d["ranges"][-1].update(upto=10), r"\]\.upto must be null"),
+    (lambda d: d["ranges"][0].update(upto=None), r"ranges\[0\]\.upto must be"
+                                                 " a positive"),
+    (lambda d: d["ranges"][1].update(upto=8), "must increase"),
+    (lambda d: d["ranges"][0].update(alpha=-1), r"ranges\[0\]\.alpha must be"),
+    (lambda d: d["ranges"][0].update(alpha=True), r"ranges\[0\]\.alpha"),
+    (lambda d: d["gamma"]["sum"].update(float32=[1e-10]),
+     r"gamma\['sum'\]\['float32'\] must be a list of \d+ values"),
+    (lambda d: d.update(gamma={}), '"gamma" must map'),
+    (lambda d: d.update(machine="vm"), '"machine" must be a JSON dict'),
+]
+
+
+@pytest.mark.parametrize("spoil, message", BAD)
+def test_loader_names_what_is_wrong(tmp_path, spoil, message):
+    data = good()
+    spoil(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(CalibrationError, match=message) as info:
+        load_calibration(str(path))
+    assert str(path) in str(info.value)
+
+
+def test_loader_refuses_what_is_not_json(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text("{ranges: 1")
+    with pytest.raises(CalibrationError, match="not JSON"):
+        load_calibration(str(path))
+
+
+def test_simulate_takes_a_calibration(tmp_path, capsys):
+    path = tmp_path / "cal.json"
+    calibration(machine={"hostname": "h"}).save(str(path))
+    out = tmp_path / "p.json"
+    assert simulate(["-a", "ring", "--ranks", "2", "-b", "64K", "-e", "64K",
+                     "--calibration", str(path), "--json", str(out),
+                     "--quiet"]) == 0
+    data = json.loads(out.read_text())
+    assert data["header"]["calibration"].startswith("calibrated on h")
+    assert data["header"]["alpha"] is None
+    n = 1 << 16  # ring at 2 ranks: copy n, two half exchanges, reduce n/2
+    want = predict("allreduce", "ring", 2, n // 4, 4,
+                   load_calibration(str(path)).network())
+    assert data["records"][0]["time_us"]["avg"] == pytest.approx(want * 1e6)
+
+
+@pytest.mark.parametrize("extra", [["--alpha", "1e-6"],
+                                   ["--model", "simgrid"]])
+def test_simulate_refuses_calibration_with_other_costs(tmp_path, capsys,
+                                                       extra):
+    path = tmp_path / "cal.json"
+    calibration().save(str(path))
+    assert simulate(["--calibration", str(path), *extra]) == 2
+    assert "--calibration takes the place" in capsys.readouterr().err
+
+
+def test_simulate_reports_a_bad_calibration(tmp_path, capsys):
+    path = tmp_path / "cal.json"
+    path.write_text("{}")
+    assert simulate(["--calibration", str(path)]) == 2
+    assert "not an mpicoll-calibration file" in capsys.readouterr().err
+
+
+def test_calibrate_refuses_an_odd_rank_count(capsys):
+    from mpicoll.calibrate import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args([], rank=0, size=3)
+    assert "3 is odd" in capsys.readouterr().err
+    args = parse_args(["--validate", "f.json"], rank=0, size=2)
+    assert (args.minbytes, args.stepfactor) == (64 << 10, 4.0)
