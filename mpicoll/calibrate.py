@@ -14,19 +14,30 @@ batches of back-to-back calls; the median over all ranks' calls):
 - *exchange*: ranks ``r`` and ``r xor 1`` swap ``n`` bytes (one
   ``Sendrecv``, as a round of one send and one receive runs), so α
   includes the executor's per-round Python cost and β the full-duplex
-  transfer; fitted per message-size range;
+  transfer; fitted per message-size range. The bytes sent are *fresh*:
+  a round copies them into the send buffer first and the copy's own time
+  is taken off, because schedules send what a reduction, a copy, a
+  receive or the caller has just written, and on shared memory that
+  costs several times what resending an unchanged buffer does (both are
+  kept in the file: ``points["exchange"]`` and
+  ``points["exchange_clean"]``);
 - *reduce*: ``dst = tmp (op) dst`` on ``n`` bytes (the ufunc call of a
   bound ``Reduce``), per op and dtype, on every rank at once;
-- *copy*: ``recv[:] = send`` on ``n`` bytes (a bound ``Copy``).
+- *copy*: ``recv[:] = send`` on ``n`` bytes (a bound ``Copy``);
+- *write*: ``fill`` on ``n`` bytes, what the benchmark's ``--rewrite``
+  adds to each call (``points["write"]``, for the validation only).
 
 Not included: the per-call cost of the engine (parsing, replay, tag, about
 a microsecond: ``bench/call_overhead.py``), which the model has no term
 for. :mod:`mpicoll.calibration` fits the points and writes the file.
 
 ``--validate FILE`` runs the benchmark (:func:`mpicoll.bench.cli.run`) for
-every hand-built algorithm of the validated collectives and prints each
-measured median beside the model's prediction with FILE's costs
-(:func:`mpicoll.model.predict`), and whether it is within ±30%.
+every hand-built algorithm of the validated collectives, with the input
+written before every call (``--rewrite``: new data each call, as in an
+application, so every message is fresh as in the calibration), and prints
+each measured median beside the model's prediction with FILE's costs
+(:func:`mpicoll.model.predict`) plus that write, and whether it is within
+±30%.
 """
 
 from __future__ import annotations
@@ -48,10 +59,12 @@ from mpicoll.bench import cli as bench
 from mpicoll.bench.harness import fit_iterations, summarize, timed_rounds, \
     warm_up
 from mpicoll.bench.specs import DTYPES, OPS, SPECS
+from mpicoll.collectives import COLLECTIVES
 from mpicoll.model import predict
 from mpicoll.ops import builtin_op
 from mpicoll.schedule.core import ScheduleBuilder, Span
 from mpicoll.schedule.executor import compile_plan, run
+from mpicoll.schedule.layout import buffer_lengths
 from mpicoll.schedule.plan import bind
 
 VALIDATED = ("allreduce", "bcast", "allgather", "reduce_scatter_block",
@@ -143,11 +156,18 @@ def _steps(build, arrays: dict, op=None):
     return compile_plan(bind(builder.build(), arrays, op))
 
 
-def exchange(n: int, peer: int):
-    """The steps of one round swapping ``n`` bytes with ``peer``."""
-    return _steps(lambda b: b.exchange([(peer, Span("send", 0, n))],
-                                       [(peer, Span("recv", 0, n))]),
-                  {"send": np.ones(n, np.uint8), "recv": np.zeros(n, np.uint8)})
+def exchange(n: int, peer: int, fresh: bool):
+    """The steps of one round swapping ``n`` bytes with ``peer``; if
+    ``fresh``, a round copying ``n`` new bytes into the send buffer first
+    (as schedules send what a step or the caller has just written)."""
+    def build(b):
+        if fresh:
+            b.copy(Span("tmp", 0, n), Span("send", 0, n))
+        b.exchange([(peer, Span("send", 0, n))], [(peer, Span("recv", 0, n))])
+
+    return _steps(build, {"send": np.ones(n, np.uint8),
+                          "recv": np.zeros(n, np.uint8),
+                          "tmp": np.ones(n, np.uint8)})
 
 
 def reduction(n: int, op: str, dtype: str):
@@ -165,35 +185,44 @@ def copying(n: int):
                   {"send": np.ones(n, np.uint8), "recv": np.zeros(n, np.uint8)})
 
 
-def timed(world, comm, steps: dict, args, budget: float) -> list:
-    """``(bytes, seconds)`` for each entry ``bytes: steps``: the median
-    over all ranks' timed runs, the sizes interleaved by the benchmark's
+def timed(world, calls: dict, args, budget: float) -> list:
+    """``(bytes, seconds)`` for each entry ``bytes: call``: the median over
+    all ranks' timed calls, the sizes interleaved by the benchmark's
     harness (so a change of the machine's speed hits them alike) within
     about ``budget`` seconds."""
-    calls = {n: partial(run, s, comm, TAG) for n, s in steps.items()}
     probe = warm_up(world, calls, args.warmup)
     iters = fit_iterations(world, probe, args.iters, budget)
     times = timed_rounds(world, calls, iters)
     return [(n, summarize(world, times[n])["p50"] * 1e-6) for n in calls]
 
 
-def measure(world, args) -> tuple[list, list, dict]:
-    """The raw points: exchange and copy ``(bytes, seconds)``, reduce
-    ``{(op, dtype): points}``, over ``args``' sizes; a third of the time
-    budget for the exchanges, the rest shared by copy and reductions."""
+def measure(world, args) -> tuple[list, list, dict, dict]:
+    """The raw points over ``args``' sizes: the fresh exchange (copy then
+    exchange, less the copy), copy, reduce ``{(op, dtype): points}``, and
+    for the record ``{"exchange_clean": the exchange of an unchanged
+    buffer, "write": filling a buffer as the benchmark's --rewrite
+    does}``; a third of the time budget for the exchanges, the rest shared
+    by the other series."""
     comm = world.Dup()
     sizes = bench.sizes(args.minbytes, args.maxbytes, args.stepfactor)
     peer = world.Get_rank() ^ 1
     pairs = [(op, dtype) for op in args.ops for dtype in args.dtypes]
-    share = args.time_budget * 2 / 3 / (1 + len(pairs))
-    exchanged = timed(world, comm, {n: exchange(n, peer) for n in sizes},
-                      args, args.time_budget / 3)
-    copied = timed(world, comm, {n: copying(n) for n in sizes}, args, share)
-    reduced = {(op, dtype): timed(world, comm, {n: reduction(n, op, dtype)
-                                                for n in sizes}, args, share)
+    share = args.time_budget * 2 / 3 / (2 + len(pairs))
+
+    def series(make, budget: float = share) -> list:
+        return timed(world, {n: partial(run, make(n), comm, TAG)
+                             for n in sizes}, args, budget)
+
+    both = series(lambda n: exchange(n, peer, True), args.time_budget / 6)
+    clean = series(lambda n: exchange(n, peer, False), args.time_budget / 6)
+    copied = series(copying)
+    write = timed(world, {n: partial(np.ndarray.fill, np.empty(n, np.uint8),
+                                     1) for n in sizes}, args, share)
+    reduced = {(op, dtype): series(partial(reduction, op=op, dtype=dtype))
                for op, dtype in pairs}
     comm.Free()
-    return exchanged, copied, reduced
+    fresh = [(n, max(t - c, 0.0)) for (n, t), (_, c) in zip(both, copied)]
+    return fresh, copied, reduced, {"exchange_clean": clean, "write": write}
 
 
 def machine() -> dict:
@@ -228,8 +257,8 @@ def calibrate(world, args, argv) -> calibration.Calibration:
             "command": " ".join(["mpiexec", "-n", str(world.Get_size()),
                                  sys.executable, "-m", "mpicoll.calibrate",
                                  *argv])}
-    exchanged, copied, reduced = measure(world, args)
-    return calibration.fit(exchanged, copied, reduced, args.ranges, **info)
+    fresh, copied, reduced, extra = measure(world, args)
+    return calibration.fit(fresh, copied, reduced, args.ranges, extra, **info)
 
 
 def describe(cal: calibration.Calibration) -> str:
@@ -260,24 +289,54 @@ def hand_built(collective: str) -> list[str]:
     return [a for a in mpicoll.algorithms(collective) if a != "native"]
 
 
+def rewritten(record: dict) -> int:
+    """Elements the benchmark's ``--rewrite`` writes before each call of
+    ``record``'s case on rank 0 (its input buffer)."""
+    name = record["collective"]
+    send, recv = buffer_lengths(name, 0, record["nranks"], record["count"],
+                                record["root"] or 0)
+    return recv if COLLECTIVES[name].single_buffer else send
+
+
+def writing(cal: calibration.Calibration, source: str):
+    """Seconds to write ``n`` bytes, interpolated from the calibration's
+    ``write`` points (per byte beyond the largest)."""
+    points = sorted(cal.points.get("write") or [])
+    if not points:
+        raise calibration.CalibrationError(
+            f"{source}: no \"write\" points (made by an older "
+            "mpicoll.calibrate?): the validation needs them")
+    sizes, times = np.array(points, dtype=float).T
+
+    def seconds(n: int) -> float:
+        if n > sizes[-1]:
+            return float(times[-1] * n / sizes[-1])
+        return float(np.interp(n, sizes, times))
+
+    return seconds
+
+
 def validate(world, args, cal: calibration.Calibration) -> list[dict]:
     """Benchmark every hand-built algorithm of ``args.collectives`` (the
-    benchmark's own run) and set each record's median beside the
-    prediction; the rows, the same on every rank."""
+    benchmark's own run, input rewritten) and set each record's median
+    beside the prediction (the model plus the write); the rows, the same
+    on every rank."""
+    write = writing(cal, args.validate)
     names = sorted({a for c in args.collectives for a in hand_built(c)})
     bench_args = bench.parse_args(
         ["-c", ",".join(args.collectives), "-a", ",".join(names),
          "-b", str(args.minbytes), "-e", str(args.maxbytes),
          "-f", str(args.stepfactor), "-d", args.dtype, "-n", str(args.iters),
          "-w", str(args.warmup), "--time-budget", str(args.time_budget),
-         "--quiet"], world.Get_rank(), world.Get_size())
+         "--rewrite", "--quiet"], world.Get_rank(), world.Get_size())
     records = bench.run(bench_args, mpicoll.Comm(world))
     rows = []
     for r in records:
         net = cal.network(r["op"] or "sum", r["dtype"])
+        itemsize = np.dtype(r["dtype"]).itemsize
         predicted = predict(r["collective"], r["algorithm"], r["nranks"],
-                            r["count"], np.dtype(r["dtype"]).itemsize, net,
-                            root=r["root"] or 0)
+                            r["count"], itemsize, net, root=r["root"] or 0) \
+            + write(rewritten(r) * itemsize)
         measured = r["time_us"]["p50"]
         error = predicted * 1e6 / measured - 1
         rows.append({"collective": r["collective"],
@@ -367,7 +426,8 @@ def main(argv=None, comm=None) -> int:
     if rank == 0:
         title = (f"{world.Get_size()} ranks"
                  + (f" ({crowded})" if crowded else "")
-                 + f", {args.dtype}; predicted with {args.validate}, "
+                 + f", {args.dtype}, input rewritten per call (the write "
+                 f"predicted too); predicted with {args.validate}, "
                  f"{cal.description}")
         if not args.quiet:
             print(validation_table(rows, title))

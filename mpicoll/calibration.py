@@ -264,15 +264,17 @@ def _in_range(points, lo: float, hi: float | None) -> list:
             and n > 0]
 
 
-def fit(exchange, copy, reduce: dict, ranges: int = 4, **info) -> Calibration:
+def fit(exchange, copy, reduce: dict, ranges: int = 4, extra=None,
+        **info) -> Calibration:
     """A :class:`Calibration` from raw points: ``exchange`` and ``copy``
     ``(bytes, seconds)`` pairs, ``reduce`` ``{(op, dtype): pairs}``, all on
-    one grid of sizes; ``info``: machine, mpi, date, command (kept with the
-    points). Messages and local steps change shape at different sizes
-    (protocol switches, cache sizes), so each gets its own split into at
-    most ``ranges`` ranges (:func:`split`), and the file's ranges are the
-    union of the two: each range holds its message range's ``(alpha,
-    beta)`` and its local range's per-byte copy and γ slopes."""
+    one grid of sizes; ``extra``: more series kept with the points, not
+    fitted (by name); ``info``: machine, mpi, date, command. Messages and
+    local steps change shape at different sizes (protocol switches, cache
+    sizes), so each gets its own split into at most ``ranges`` ranges
+    (:func:`split`), and the file's ranges are the union of the two: each
+    range holds its message range's ``(alpha, beta)`` and its local
+    range's per-byte copy and γ slopes."""
     messages = [*split([exchange], ranges), None]
     local = [*split([copy, *reduce.values()], ranges), None]
     rows, gamma = [], {key: [] for key in reduce}
@@ -281,8 +283,9 @@ def fit(exchange, copy, reduce: dict, ranges: int = 4, **info) -> Calibration:
         rows.append((hi, alpha, beta, fit_slope(_around(copy, local, hi))))
         for key, pts in reduce.items():
             gamma[key].append(fit_slope(_around(pts, local, hi)))
-    raw = {"exchange": [list(p) for p in exchange],
-           "copy": [list(p) for p in copy], "reduce": {}}
+    raw = {name: [list(p) for p in pts] for name, pts in
+           {"exchange": exchange, "copy": copy, **(extra or {})}.items()}
+    raw["reduce"] = {}
     for (op, dtype), pts in reduce.items():
         raw["reduce"].setdefault(op, {})[dtype] = [list(p) for p in pts]
     return Calibration(tuple(rows), {k: tuple(v) for k, v in gamma.items()},

@@ -39,7 +39,8 @@ def test_calibration_file_is_complete(calibrated):
                               for d in ("float32", "int64")}
     sizes = [8, 64, 512, 4096, 32768]
     assert [n for n, _ in cal.points["exchange"]] == sizes
-    assert [n for n, _ in cal.points["copy"]] == sizes
+    for series in ("copy", "exchange_clean", "write"):
+        assert [n for n, _ in cal.points[series]] == sizes
     assert [n for n, _ in cal.points["reduce"]["max"]["int64"]] == sizes
     assert all(t > 0 for _, t in cal.points["exchange"])
     size = MPI.COMM_WORLD.Get_size()
