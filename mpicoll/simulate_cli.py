@@ -94,6 +94,10 @@ def _parser() -> argparse.ArgumentParser:
       help="simgrid: build rank 0's schedule and a sample, relabel the rest")
     a("--timeout", type=float, default=300.0, metavar="SECONDS",
       help="simgrid: limit per run; default 300")
+    a("--simgrid", metavar="DIR",
+      help="simgrid: folder of the SimGrid module to run (4.1: "
+           "scripts/simgrid41.sh --print-dir); default $MPICOLL_SIMGRID, "
+           "else the venv's")
     a("--json", metavar="FILE")
     a("--plot", metavar="FILE.png",
       help="time by size per algorithm, a panel per collective and rank "
@@ -211,7 +215,8 @@ def predicted_seconds(args, collective: str, algorithm: str, size: int,
 
     return simulate(collective, algorithm, size, count, args.platform,
                     itemsize=itemsize, gamma=args.gamma, keep=args.keep,
-                    symmetric=args.symmetric, timeout=args.timeout).time
+                    symmetric=args.symmetric, timeout=args.timeout,
+                    simgrid=args.simgrid).time
 
 
 def record(args, collective: str, algorithm: str, size: int, count,

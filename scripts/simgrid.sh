@@ -5,35 +5,19 @@
 #     scripts/simgrid.sh            # venv: $MPICOLL_VENV or .venv
 #
 # Installs Debian's python3-simgrid (SimGrid 3.32, built for Python 3.11)
-# with apt-get when it is missing (through sudo unless run as root), then
-# links ONLY its extension module into the venv's site-packages; the rest
-# of Debian's dist-packages stays invisible. The venv's Python must be a
-# 3.11 (the extension's ABI). Idempotent: a second run changes nothing.
+# and libsimgrid-dev (SMPI's smpicc and smpirun, for the cross-check in
+# tests/sim/test_smpi.py; ~8 s more) with apt-get when they are missing
+# (through sudo unless run as root), then links ONLY the extension module
+# into the venv's site-packages; the rest of Debian's dist-packages stays
+# invisible. The venv's Python must be a 3.11 (the extension's ABI).
+# Idempotent: a second run changes nothing. SimGrid 4.1, which 65,536
+# simulated ranks need, is scripts/simgrid41.sh.
 set -euo pipefail
 
-venv=${MPICOLL_VENV:-.venv}
-if [ ! -x "$venv/bin/python" ]; then
-    echo "simgrid.sh: no venv at $venv (run scripts/venv.sh first)" >&2
-    exit 1
-fi
-py=$(cd "$venv/bin" && pwd)/python
-
-as_root() {
-    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
-}
-
-if dpkg-query -W -f='${Status}' python3-simgrid 2>/dev/null \
-        | grep -q 'install ok installed'; then
-    echo "simgrid.sh: python3-simgrid already installed"
-else
-    echo "simgrid.sh: installing python3-simgrid with apt-get"
-    if ! as_root env DEBIAN_FRONTEND=noninteractive \
-            apt-get install -y -q python3-simgrid; then
-        as_root apt-get update -q
-        as_root env DEBIAN_FRONTEND=noninteractive \
-            apt-get install -y -q python3-simgrid
-    fi
-fi
+# shellcheck source=scripts/install-helpers.sh
+. "$(dirname "$0")/install-helpers.sh"
+py=$(venv_python simgrid.sh)
+apt_install simgrid.sh python3-simgrid libsimgrid-dev
 
 module=$(dpkg-query -L python3-simgrid | grep -E '/simgrid\.cpython-[^/]*\.so$' | head -n 1)
 if [ -z "$module" ]; then

@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 # SimGrid for the network simulation tests (Debian's package, linked into
 # the venv; they skip, saying why, where it cannot be installed).
 bash scripts/simgrid.sh ||
-    echo "== SimGrid not installed: tests/sim/test_netsim.py skips"
+    echo "== SimGrid not installed: tests/sim/test_netsim.py, test_smpi.py skip"
 
 echo "== tier 1: tests/sim tests/jobs, in one process (both cores)"
 "$py" -m pytest -q -n 2 tests/sim tests/jobs

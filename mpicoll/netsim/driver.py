@@ -27,7 +27,11 @@ so a round of p concurrent flows costs O(p²): recursive doubling takes
 ~2 s at 4,096 ranks, ~34 s at 16,384 and over 150 s at 65,536.
 
 SimGrid allows one engine per process, so every simulation runs in a child
-process (:mod:`mpicoll.netsim.replay`).
+process (:mod:`mpicoll.netsim.replay`). The child imports the ``simgrid``
+the venv has (3.32, ``scripts/simgrid.sh``) unless ``simgrid=`` or the
+environment variable ``MPICOLL_SIMGRID`` names a folder holding another
+build's module (4.1: ``scripts/simgrid41.sh --print-dir``), which it puts
+first on its path.
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ class Result(NamedTuple):
     symmetry: str | None  # "shift"/"xor" when built from a sample
     wall: float  # seconds the SimGrid run took
     maxrss_mb: float  # the child process's peak memory
+    version: str  # the SimGrid that ran it ("3.32.0", "4.1.0")
 
 
 def calibrate_gamma(itemsize: int = 4, n_bytes: int = 1 << 23) -> float:
@@ -90,7 +95,8 @@ def simulate(collective: str, algorithm: str, size: int, count,
              platform: Platform | str, *, itemsize: int = 4, root: int = 0,
              gamma: float | None = None, keep: int | None = None,
              symmetric: bool = False, model_factors: bool = False,
-             timeout: float | None = None, **params) -> Result:
+             timeout: float | None = None, simgrid: str | None = None,
+             **params) -> Result:
     """Simulate ``algorithm`` of ``collective`` on ``size`` ranks.
 
     ``count`` as in :mod:`mpicoll.schedule.layout`, ``itemsize`` bytes per
@@ -102,7 +108,9 @@ def simulate(collective: str, algorithm: str, size: int, count,
     (:func:`mpicoll.netsim.program.compress`); None is exact.
     ``symmetric``: build rank 0's schedule and a sample only
     (:func:`mpicoll.netsim.program.symmetric_sigs`). ``timeout``: seconds
-    for the SimGrid run. ``params`` go to the schedule builder.
+    for the SimGrid run. ``simgrid``: a folder holding the SimGrid module
+    to use (default ``$MPICOLL_SIMGRID``, else the venv's). ``params`` go
+    to the schedule builder.
     """
     if isinstance(platform, str):
         platform = parse(platform)
@@ -124,14 +132,14 @@ def simulate(collective: str, algorithm: str, size: int, count,
             sigs, runs = compress(sigs, keep)
     result = run_program(build(sigs, runs), platform, gamma=gamma,
                          itemsize=itemsize, model_factors=model_factors,
-                         timeout=timeout)
+                         timeout=timeout, simgrid=simgrid)
     return result._replace(symmetry=symmetry)
 
 
 def run_program(program: Program, platform: Platform, *,
                 gamma: float | None = None, itemsize: int = 4,
-                model_factors: bool = False,
-                timeout: float | None = None) -> Result:
+                model_factors: bool = False, timeout: float | None = None,
+                simgrid: str | None = None) -> Result:
     """Simulate a :class:`~mpicoll.netsim.program.Program` in a child
     process; extrapolates its compressed runs (``(n - kept) × Δ`` each,
     Δ the mean duration of the run's kept rounds after the first, taken
@@ -142,7 +150,8 @@ def run_program(program: Program, platform: Platform, *,
            "ops": program.ops,
            "delay": [[gamma * b for b in rank] for rank in program.reduce_bytes],
            "hosts": platform.node_map(program.size), "xml": platform.xml(),
-           "cfg": () if model_factors else EXACT}
+           "cfg": () if model_factors else EXACT,
+           "simgrid": simgrid_folder(simgrid)}
     with tempfile.TemporaryDirectory(prefix="mpicoll-netsim-") as tmp:
         src, out = os.path.join(tmp, "job.json"), os.path.join(tmp,
                                                                "out.json")
@@ -168,4 +177,20 @@ def run_program(program: Program, platform: Platform, *,
     finish = tuple(t + extra for t in done["finish"])
     return Result(max(finish, default=0.0), finish, len(program.src),
                   sum(run.length - run.kept for run in program.runs), None,
-                  done["wall"], done["maxrss_mb"])
+                  done["wall"], done["maxrss_mb"], done["version"])
+
+
+def simgrid_folder(folder: str | None = None) -> str | None:
+    """The absolute folder whose ``simgrid`` module the child imports:
+    ``folder``, else ``$MPICOLL_SIMGRID``, else None (the venv's). Raises
+    FileNotFoundError when the folder holds no ``simgrid*.so``."""
+    folder = folder or os.environ.get("MPICOLL_SIMGRID") or None
+    if folder is None:
+        return None
+    folder = os.path.abspath(folder)
+    if not os.path.isdir(folder) or not any(
+            name.startswith("simgrid") and name.endswith(".so")
+            for name in os.listdir(folder)):
+        raise FileNotFoundError(f"no SimGrid module (simgrid*.so) in "
+                                f"{folder} (scripts/simgrid41.sh builds one)")
+    return folder

@@ -7,14 +7,24 @@ standard library's, off ``sys.path``). ``JOB`` is a JSON object of plain
 lists: the program's flows (``src``, ``dst``, ``nbytes``), per rank and
 round the flows waited for (``ops``) and the reduction delays in seconds
 (``delay``), the host of every rank (``hosts``), the platform file
-(``xml``) and SimGrid options (``cfg``). ``OUT`` gets a JSON object with
+(``xml``), SimGrid options (``cfg``) and the folder of the SimGrid build to
+import (``simgrid``; null: the venv's). ``OUT`` gets a JSON object with
 ``finish`` (per rank), ``round_end`` (per round index, the latest rank's),
-``wall`` and ``maxrss_mb``, or ``error``: what stopped the run. (JSON, not
-pickle: no file this package reads can run code.)
+``wall``, ``maxrss_mb`` and ``version``, or ``error``: what stopped the
+run. (JSON, not pickle: no file this package reads can run code.)
 
 The controller posts rounds, starts each flow once its sender and its
 receiver have both posted the rounds holding it, retires finished flows,
 sleeps through reductions, and stops when every rank is done.
+
+It runs on SimGrid 3.32 (Debian's, ``scripts/simgrid.sh``) and 4.x (4.1:
+``scripts/simgrid41.sh``), whichever the job's ``simgrid`` folder (put
+first on ``sys.path``) or the venv provides. The two differ in the calls
+kept in :func:`wait_any` and :func:`add_actor`: 3.32 waits with
+``Comm.wait_any(list)``, 4.x with an ``ActivitySet``; 3.32 starts actors
+with ``Actor.create``, 4.x with ``Host.add_actor``. 4.x also keeps an
+actor's activities in a set, where 3.32 removes each finished one from a
+list in time linear in it (O(p²) per round of p flows).
 """
 
 import heapq
@@ -22,6 +32,32 @@ import json
 import resource
 import sys
 import time
+
+
+def wait_any(sg, active: list, timeout: float | None) -> bool:
+    """Block until one of the ``active`` comms is done (True) or ``timeout``
+    simulated seconds pass (False; None waits without limit)."""
+    if hasattr(sg, "ActivitySet"):  # SimGrid 4.x
+        waiting = sg.ActivitySet(active)
+        if timeout is None:
+            waiting.wait_any()
+            return True
+        try:
+            waiting.wait_any_for(timeout)
+        except sg.TimeoutException:
+            return False
+        return True
+    if timeout is None:  # SimGrid 3.32
+        return sg.Comm.wait_any(active) >= 0
+    return sg.Comm.wait_any_for(active, timeout) >= 0
+
+
+def add_actor(sg, name: str, host, body) -> None:
+    """Start an actor running ``body()`` on ``host``."""
+    if hasattr(sg.Host, "add_actor"):  # SimGrid 4.x
+        host.add_actor(name, body)
+    else:  # SimGrid 3.32
+        sg.Actor.create(name, host, body)
 
 
 def control(sg, job: dict, hosts: list, out: dict) -> None:
@@ -37,7 +73,9 @@ def control(sg, job: dict, hosts: list, out: dict) -> None:
     active, active_flow = [], []  # comms in flight and their flows
     timers = []  # (when a reduction ends, rank)
     ready = list(range(p))  # ranks to post their next round
-    clock = sg.Engine.get_clock
+
+    def clock():
+        return sg.Engine.clock
 
     def comm_done(rank, now):
         delay = delays[rank][cursor[rank]]
@@ -74,20 +112,18 @@ def control(sg, job: dict, hosts: list, out: dict) -> None:
             break
         if not active:
             sg.this_actor.sleep_until(timers[0][0])
-            first = -1
-        elif timers:
-            first = sg.Comm.wait_any_for(active, max(0.0, timers[0][0] - now))
+            flowed = False
         else:
-            first = sg.Comm.wait_any(active)
+            flowed = wait_any(sg, active, max(0.0, timers[0][0] - now)
+                              if timers else None)
         now = clock()
-        if first >= 0:
+        if flowed:
             # Every flow that ended at this instant, in one sweep: a
-            # finished transfer has nothing left, and test() retires it.
-            done = [active_flow[first]]
+            # finished transfer has nothing left, and test() retires it
+            # (the one the wait returned tests True again).
+            done = []
             keep_c, keep_f = [], []
-            for i, (c, f) in enumerate(zip(active, active_flow)):
-                if i == first:
-                    continue
+            for c, f in zip(active, active_flow):
                 if c.remaining == 0 and c.test():
                     done.append(f)
                 else:
@@ -125,10 +161,12 @@ def _peak_mb():
 
 def main(job_path: str, out_path: str) -> None:
     """Run the job file in this process and write the result file."""
-    import simgrid as sg  # the optional extra (scripts/simgrid.sh)
-
     with open(job_path) as f:
         job = json.load(f)
+    if job.get("simgrid"):  # another build than the venv's
+        sys.path.insert(0, job["simgrid"])
+    import simgrid as sg  # the optional extra (scripts/simgrid.sh)
+
     with open("platform.xml", "w") as f:
         f.write(job["xml"])
     # One Python actor only: "raw" contexts switch stacks under the
@@ -149,13 +187,14 @@ def main(job_path: str, out_path: str) -> None:
             failure.append(e)
 
     t0 = time.perf_counter()
-    sg.Actor.create("controller", sg.Host.by_name("node0"), controller)
+    add_actor(sg, "controller", sg.Host.by_name("node0"), controller)
     engine.run()
     wall = time.perf_counter() - t0
     if failure:
         done = {"error": f"{type(failure[0]).__name__}: {failure[0]}"}
     else:
-        done = dict(result, wall=wall, maxrss_mb=_peak_mb())
+        done = dict(result, wall=wall, maxrss_mb=_peak_mb(),
+                    version=sg.simgrid_version)
     with open(out_path, "w") as f:
         json.dump(done, f)
 

@@ -6,11 +6,16 @@ counts only: the whole file takes a few seconds.
 """
 
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from mpicoll.coll import lookup
 from mpicoll.netsim import PlatformError, parse, simulate
+from mpicoll.netsim.driver import simgrid_folder
 from mpicoll.netsim.program import Sig, build, compress, find_runs, sig
 
 GAMMA = 2e-10  # s/byte: fixed, so expected times are exact
@@ -24,6 +29,19 @@ def simgrid():
     except ImportError as e:
         pytest.skip(f"SimGrid does not import ({e}): scripts/simgrid.sh")
     return simgrid
+
+
+@pytest.fixture
+def simgrid41(simgrid):
+    """The folder of scripts/simgrid41.sh's SimGrid 4.1 build, or a skip."""
+    root = Path(__file__).resolve().parents[2]
+    venv = os.path.dirname(os.path.dirname(sys.executable))
+    proc = subprocess.run(["bash", str(root / "scripts" / "simgrid41.sh"),
+                           "--print-dir"], capture_output=True, text=True,
+                          cwd=root, env=dict(os.environ, MPICOLL_VENV=venv))
+    if proc.returncode:
+        pytest.skip("no SimGrid 4.1 build: scripts/simgrid41.sh")
+    return proc.stdout.strip()
 
 
 def alpha_beta(algorithm, p, nbytes, platform, gamma=GAMMA):
@@ -181,3 +199,29 @@ def test_ranks_per_node(simgrid):
     assert times[0] > times[1]
     with pytest.raises(PlatformError, match="do not fit"):
         simulate("allreduce", "ring", 9, count, fast)
+
+
+def test_simgrid_folder(tmp_path, monkeypatch):
+    monkeypatch.delenv("MPICOLL_SIMGRID", raising=False)
+    assert simgrid_folder() is None
+    with pytest.raises(FileNotFoundError, match="no SimGrid module"):
+        simgrid_folder(str(tmp_path))
+    (tmp_path / "simgrid.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    monkeypatch.setenv("MPICOLL_SIMGRID", str(tmp_path))
+    assert simgrid_folder() == str(tmp_path)
+    assert simgrid_folder(str(tmp_path)) == str(tmp_path)
+
+
+@pytest.mark.parametrize("algorithm, spec", [
+    ("ring", "torus:4x4"), ("recursive_doubling", "dragonfly:2,2,4,2"),
+    ("rabenseifner", "fattree:2;4,4;1,2;1,1")])
+def test_simgrid41_predicts_what_332_does(simgrid, simgrid41, algorithm,
+                                          spec):
+    """The controller on both APIs: the same prediction, contention
+    included (skips without scripts/simgrid41.sh's build)."""
+    count = 16 * 1024
+    old = simulate("allreduce", algorithm, 16, count, spec, gamma=GAMMA)
+    new = simulate("allreduce", algorithm, 16, count, spec, gamma=GAMMA,
+                   simgrid=simgrid41)
+    assert new.version.startswith("4.1") and new.version != old.version
+    assert new.time == pytest.approx(old.time, rel=1e-9)

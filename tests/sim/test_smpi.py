@@ -1,0 +1,49 @@
+"""mpicoll.netsim against SMPI running its own implementation of the same
+algorithms (bench/smpi_crosscheck.py): one small case. Skips unless
+``smpicc``/``smpirun`` (``apt-get install libsimgrid-dev``; scripts/simgrid.sh
+installs it) and SimGrid's Python module are there."""
+
+import shutil
+
+import pytest
+
+from scripts import load
+
+crosscheck = load("smpi_crosscheck")
+
+
+@pytest.fixture
+def smpi():
+    """SMPI and SimGrid's Python module, or a skip."""
+    missing = [t for t in ("smpicc", "smpirun") if not shutil.which(t)]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} missing: scripts/simgrid.sh")
+    pytest.importorskip("simgrid", reason="SimGrid's Python module: "
+                                          "scripts/simgrid.sh")
+
+
+def test_ring_and_recursive_doubling_agree_with_smpi(smpi, tmp_path):
+    """On a 4x4 torus (contention included) our ring and recursive
+    doubling allreduce take what SMPI's ``lr`` and ``rdb`` take, within
+    0.2% (SMPI adds about a nanosecond per round)."""
+    exe = crosscheck.compile_program(str(tmp_path))
+    rows = crosscheck.compare("allreduce", "torus", 16, ("64K", "64K", "2"),
+                              exe, str(tmp_path))
+    by_algorithm = {r["algorithm"]: r for r in rows}
+    assert set(by_algorithm) == set(crosscheck.PAIRS["allreduce"])
+    for algorithm in ("ring", "recursive_doubling"):
+        row = by_algorithm[algorithm]
+        assert (row["network"], row["ranks"], row["nbytes"]) == (
+            "torus:4x4", 16, 65536)
+        assert row["netsim_us"] == pytest.approx(row["smpi_us"], rel=2e-3)
+
+
+def test_network_specs():
+    assert [crosscheck.network_spec(n, 256) for n in crosscheck.NETWORKS] == [
+        "flat:256", "ring:256", "torus:4x8x8", "hypercube:8",
+        "fattree:2;16,16;1,16;1,1", "dragonfly:4,4,4,4"]
+    assert crosscheck.network_spec("torus", 64) == "torus:4x4x4"
+    with pytest.raises(ValueError, match="power of two"):
+        crosscheck.network_spec("flat", 24)
+    with pytest.raises(ValueError, match="no fattree network of 32"):
+        crosscheck.network_spec("fattree", 32)
