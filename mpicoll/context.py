@@ -34,7 +34,9 @@ when staging), keyed also by the device and the staging mode.
 Finally it knows which ranks share a node (:attr:`Context.nodes`), and
 caches the node-local and cross-node communicators built from that, all on
 first use: topology-aware algorithms and ``Comm.node`` / ``Comm.leaders``
-read them from here.
+read them from here; and, for a Cartesian communicator, its dimensions
+(:attr:`Context.dims`), which Cartesian algorithms (the torus allreduce)
+run on.
 """
 
 from __future__ import annotations
@@ -101,6 +103,11 @@ class Context:
         self._node_comm: MPI.Intracomm | None = None
         self._leader_comm: MPI.Intracomm | None = None
         self._streams: dict[tuple, object] = {}
+        #: The dimensions of a Cartesian communicator (``Create_cart``, an
+        #: ``mpicoll.Mesh``), MPI's order; None for any other. Local.
+        self.dims: tuple[int, ...] | None = None
+        if comm.Get_topology() == MPI.CART:
+            self.dims = tuple(MPI.Cartcomm(comm).Get_topo()[0])
 
     def stream(self, runtime, device: int):
         """This communicator's stream on ``device``, created on first use."""
@@ -145,7 +152,8 @@ class Context:
         # call). It never changes for a context, so the key leaves it out.
         schedule = alg.schedule(self.rank, self.size, count, root=root,
                                 commutative=op is None or op.commutative,
-                                nodes=self.nodes if alg.topology else None)
+                                nodes=self.nodes if alg.topology else None,
+                                dims=self.dims)
         itemsize = send.dtype.itemsize
         # No message is longer than the largest buffer it lives in.
         if max(send.shape[0], recv.shape[0],

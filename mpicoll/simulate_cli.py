@@ -203,18 +203,32 @@ def network(args) -> Network:
                    beta_intra=1 / plat.intra_bandwidth)
 
 
+def torus_dims(plat: Platform) -> tuple[int, ...] | None:
+    """A ``torus``, ``ring`` or ``hypercube`` network's dimensions in MPI's
+    Cartesian order, the ranks of a node last (SimGrid numbers a torus's
+    hosts with its first dimension fastest, MPI the last); None for other
+    networks. Cartesian algorithms (the ``torus`` allreduce) run on them,
+    as on a ``Create_cart`` of that shape."""
+    if plat.kind not in ("ring", "torus", "hypercube"):
+        return None
+    dims = tuple(reversed(plat.shape))
+    return (*dims, plat.ranks_per_node) if plat.ranks_per_node > 1 else dims
+
+
 def predicted_seconds(args, collective: str, algorithm: str, size: int,
                       count) -> float:
     """One call's predicted time under ``args.model``."""
     itemsize = np.dtype(args.dtype).itemsize
     nodes = args.platform.node_map(size) if args.ranks_per_node > 1 else None
+    dims = torus_dims(args.platform)
     if args.model == "analytic":
         return predict(collective, algorithm, size, count, itemsize,
-                       network(args), nodes=nodes)
+                       network(args), nodes=nodes, dims=dims)
     from mpicoll.netsim import simulate
 
     return simulate(collective, algorithm, size, count, args.platform,
                     itemsize=itemsize, gamma=args.gamma, keep=args.keep,
+                    dims=dims,
                     symmetric=args.symmetric, timeout=args.timeout,
                     simgrid=args.simgrid).time
 

@@ -19,6 +19,7 @@ from mpicoll.coll import (  # noqa: F401  (imported to register)
     bcast,
     gather,
     hierarchical,
+    hierarchical_alltoall,
     reduce,
     reduce_scatter,
     scan,

@@ -17,8 +17,11 @@ shares reduce-scatter's), alltoallv builders the whole matrix as a tuple of
 tuples (:mod:`mpicoll.schedule.layout`). Topology-aware builders
 (registered with ``topology=True``) also get ``nodes=``, the node of every
 rank (:func:`~mpicoll.topo.canonical_nodes`: a tuple, nodes numbered in
-order of their lowest rank; one node when the caller has no map).
-Schedules are cached per argument tuple.
+order of their lowest rank; one node when the caller has no map);
+builders registered with ``cartesian=True`` also get ``dims=``, the
+dimensions of the caller's Cartesian communicator (``Get_topo``, MPI's
+order: the last coordinate varies fastest), or of the grid a simulation
+names, None when there are none. Schedules are cached per argument tuple.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class Algorithm:
     params: Mapping[str, object] = field(default_factory=dict)
     topology: bool = False  # the builder takes nodes= (which rank is where)
     per_rank_counts: bool = False  # the builder takes the per-rank tuple
+    cartesian: bool = False  # the builder takes dims= (a Cartesian grid)
 
     @property
     def native(self) -> bool:
@@ -62,11 +66,14 @@ class Algorithm:
         return None
 
     def schedule(self, rank: int, size: int, count, *, root: int = 0,
-                 commutative: bool = True, nodes=None, **params) -> Schedule:
+                 commutative: bool = True, nodes=None, dims=None,
+                 **params) -> Schedule:
         """The (cached) schedule of ``rank``; ``params`` override defaults.
 
         ``nodes`` (the node of every rank, None: one node) reaches
-        topology-aware builders only; the others run the same everywhere.
+        topology-aware builders only, ``dims`` (a Cartesian grid's
+        dimensions, None: none) Cartesian ones only; the others run the
+        same everywhere.
         """
         merged = tuple(sorted({**self.params, **params}.items()))
         if self.per_rank_counts:
@@ -74,13 +81,14 @@ class Algorithm:
         elif COLLECTIVES[self.collective].counts == "matrix":
             count = tuple(map(tuple, count))
         nodes = canonical_nodes(nodes, size) if self.topology else None
+        dims = tuple(dims) if self.cartesian and dims is not None else None
         return _build(self, rank, size, count, root, commutative, nodes,
-                      merged)
+                      dims, merged)
 
 
 @lru_cache(maxsize=4096)
 def _build(alg: Algorithm, rank, size, count, root, commutative, nodes,
-           params) -> Schedule:
+           dims, params) -> Schedule:
     kwargs = dict(params)
     row = COLLECTIVES[alg.collective]
     if row.rooted:
@@ -89,6 +97,8 @@ def _build(alg: Algorithm, rank, size, count, root, commutative, nodes,
         kwargs["commutative"] = commutative
     if alg.topology:
         kwargs["nodes"] = nodes
+    if alg.cartesian:
+        kwargs["dims"] = dims
     return alg.build(rank, size, count, **kwargs)
 
 
@@ -98,9 +108,10 @@ _REGISTRY: dict[str, dict[str, Algorithm]] = {
 
 
 def register(collectives, name: str, *, commutative_only: bool = False,
-             topology: bool = False, **params):
+             topology: bool = False, cartesian: bool = False, **params):
     """Decorator: register a builder under ``name`` for one or more
-    collectives; ``topology=True`` for builders that take ``nodes=``."""
+    collectives; ``topology=True`` for builders that take ``nodes=``,
+    ``cartesian=True`` for those that take ``dims=``."""
     if isinstance(collectives, str):
         collectives = (collectives,)
     per_rank = any(COLLECTIVES[c].counts == "per_rank" for c in collectives)
@@ -111,7 +122,7 @@ def register(collectives, name: str, *, commutative_only: bool = False,
                 raise ValueError(f"{c} algorithm {name!r} registered twice")
             _REGISTRY[c][name] = Algorithm(
                 c, name, build, commutative_only, dict(params), topology,
-                per_rank
+                per_rank, cartesian
             )
         return build
 

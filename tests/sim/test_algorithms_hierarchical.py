@@ -1,4 +1,4 @@
-"""Tier 1: the topology-aware (hierarchical, torus2d) algorithms on many node maps.
+"""Tier 1: the topology-aware (hierarchical, torus) algorithms on many node maps.
 
 ``tests/sim/test_schedules.py`` sweeps them too, but without a node map (one
 node). Here every algorithm registered with ``topology=True`` runs in the
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from mpicoll.coll import algorithms, lookup
-from mpicoll.coll.torus import grid_rows
+from mpicoll.coll.torus import torus_grid
 from mpicoll.collectives import COLLECTIVES
 from mpicoll.schedule.core import Schedule, ScheduleBuilder, Span
 from mpicoll.schedule.group import Subgroup
@@ -69,8 +69,10 @@ def test_the_maps_cover_the_hard_cases():
     assert node_maps(4)["round-robin"] == (0, 1, 0, 1)
     assert TOPOLOGY == [("allreduce", "hierarchical"),
                         ("allreduce", "hierarchical_reduce_bcast"),
-                        ("allreduce", "torus2d"), ("bcast", "hierarchical"),
-                        ("allgather", "hierarchical")]
+                        ("allreduce", "torus"), ("bcast", "hierarchical"),
+                        ("allgather", "hierarchical"),
+                        ("alltoall", "hierarchical"),
+                        ("alltoallv", "hierarchical")]
 
 
 CASES = [pytest.param(c, n, p, id=f"{c}-{n}-p{p}")
@@ -85,6 +87,8 @@ def test_every_node_map(collective, name, p):
     for nodes in node_maps(p).values():
         for kind, counts in kinds:
             for count in counts:
+                if collective == "alltoallv":
+                    count = ((count,) * p,) * p
                 for root in roots(collective, p):
                     for inplace in inplace_modes(collective):
                         check_case(collective, name, p, count, root=root,
@@ -117,7 +121,7 @@ UNIFORM = (0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3)  # 4 nodes of 3
 
 def test_allreduce_crosses_nodes_with_same_local_rank_peers_only():
     n = 1200
-    for name in ("hierarchical", "torus2d"):
+    for name in ("hierarchical", "torus"):
         for commutative in (True, False):
             scheds = schedules("allreduce", name, 12, n, UNIFORM,
                                commutative=commutative)
@@ -125,9 +129,10 @@ def test_allreduce_crosses_nodes_with_same_local_rank_peers_only():
                 sent = cross_node(s, r, UNIFORM)
                 assert {local_rank(q, UNIFORM) for q in sent} == {
                     local_rank(r, UNIFORM)}, (name, r)
-                # Rabenseifner on 4 nodes: 2 (n/L)(m-1)/m; recursive
-                # doubling: (n/L) log2 m.
-                want = 2 * 400 * 3 // 4 if commutative else 400 * 2
+                # Rabenseifner, and torus's rings, on 4 nodes: 2 (n/L)(m-1)/m;
+                # recursive doubling: (n/L) log2 m.
+                want = 2 * 400 * 3 // 4 if commutative or name == "torus" \
+                    else 400 * 2
                 assert sum(sent.values()) == want, (name, commutative, r)
 
 
@@ -181,22 +186,24 @@ def test_uneven_node_splits_its_block_across_pieces():
 
 # --- layouts and degenerate cases --------------------------------------------
 
-def test_torus_grid_rows():
-    assert grid_rows((0, 0, 1, 1, 2, 2), True) == ((0, 1), (2, 3), (4, 5))
-    assert grid_rows((0, 1, 0, 1), True) == ((0, 2), (1, 3))
+def test_torus_grid_without_dims():
+    def grid(nodes, commutative=True):
+        return torus_grid(len(nodes), nodes, None, commutative)
+
+    assert grid((0, 0, 1, 1, 2, 2)) == ((3, 2), (0, 1, 2, 3, 4, 5))
+    assert grid((0, 1, 0, 1)) == ((2, 2), (0, 2, 1, 3))  # nodes as rows
     # Round-robin nodes would reorder a non-commutative fold: rank order.
-    assert grid_rows((0, 1, 0, 1), False) == ((0, 1), (2, 3))
-    assert grid_rows((0,) * 6, True) == ((0, 1, 2), (3, 4, 5))  # 2 x 3
-    assert grid_rows(tuple(range(8)), True) == ((0, 1, 2, 3), (4, 5, 6, 7))
-    assert grid_rows((0, 0, 1, 1, 2), True) == ((0, 1, 2, 3, 4),)  # 1 x 5
-    assert grid_rows((0, 0, 0, 1, 1, 1, 1, 1, 1), True) == (
-        (0, 1, 2), (3, 4, 5), (6, 7, 8))  # uneven nodes: 3 x 3 grid
+    assert grid((0, 1, 0, 1), False) == ((2, 2), (0, 1, 2, 3))
+    assert grid((0,) * 6) == ((2, 3), tuple(range(6)))  # square as can be
+    assert grid(tuple(range(8))) == ((2, 4), tuple(range(8)))
+    assert grid((0, 0, 1, 1, 2)) == ((1, 5), tuple(range(5)))  # a prime
+    assert grid((0, 0, 0, 1, 1, 1, 1, 1, 1)) == ((3, 3), tuple(range(9)))
 
 
 @pytest.mark.parametrize("p", [2, 3, 5, 7, 11, 13])
-def test_torus2d_at_prime_size_is_the_ring(p):
+def test_torus_at_prime_size_is_the_ring(p):
     ring = schedules("allreduce", "ring", p, 100, None)
-    assert schedules("allreduce", "torus2d", p, 100, (0,) * p) == ring
+    assert schedules("allreduce", "torus", p, 100, (0,) * p) == ring
 
 
 def test_hierarchical_reduces_to_its_flat_parts():
@@ -312,7 +319,7 @@ def test_auto_never_picks_topology_algorithms():
 
 def test_reachable_by_name_environment_and_rules():
     where = {"rank": 0, "collective": "allreduce"}
-    for name in ("hierarchical", "hierarchical_reduce_bcast", "torus2d"):
+    for name in ("hierarchical", "hierarchical_reduce_bcast", "torus"):
         kw = {"size": 4, "nbytes": 1 << 20, "commutative": False,
               "where": where}
         assert choose("allreduce", name, overrides={}, **kw).algorithm.name \

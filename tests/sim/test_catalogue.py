@@ -158,8 +158,10 @@ CLAIMS = [
      [(p, {"allgather": "recursive_doubling"}, {"p": p}) for p in POW2]),
     ("bcast", "pipelined", "p-2+k",
      [(p, {"count": 10, "segment": 3}, {"p": p, "k": 4}) for p in range(3, 9)]),
-    ("allreduce", "torus2d", "2(c-1) + 2 floor(log2 r)",
-     [(p, {}, dict(zip("rc", square_grid(p)))) for p in (4, 6, 8, 10, 16)]),
+    ("allreduce", "torus", "2(a-1) + 2(b-1)",
+     [(a * b, {"dims": (a, b)}, {"a": a, "b": b})
+      for a in (1, 2, 3, 4) for b in (1, 2, 3, 5)]
+     + [(p, {}, dict(zip("ab", square_grid(p)))) for p in (4, 6, 8, 10, 16)]),
     _nodes("allreduce", "hierarchical", "2(L-1) + 2 floor(log2 m)",
            (1, 2, 4), (1, 2, 3, 4)),
     _nodes("allreduce", "hierarchical_reduce_bcast",
@@ -167,6 +169,8 @@ CLAIMS = [
     _nodes("bcast", "hierarchical", "floor(log2 m) + floor(log2 L)",
            (1, 2, 3, 5), (1, 2, 3, 5)),
     _nodes("allgather", "hierarchical", "(m-1) + (L-1)", (1, 2, 3), (1, 2, 3, 4)),
+    *[_nodes(c, "hierarchical", "m+1", (1, 2, 3, 4), (2, 3, 4))
+      for c in ("alltoall", "alltoallv")],
 ]
 
 

@@ -325,7 +325,7 @@ def test_hierarchical_allreduce_by_hand():
     hand = 2 * (AI + 2 * BI) + 2 * (AX + BX) + (2 + 1) * G
     assert same(predict("allreduce", "hierarchical", 4, 4, 1, LINKS,
                         nodes=TWO_NODES), hand)
-    assert same(predict("allreduce", "torus2d", 4, 4, 1, LINKS,
+    assert same(predict("allreduce", "torus", 4, 4, 1, LINKS,
                         nodes=TWO_NODES), hand)
     # node labels of any kind name the same machine
     assert same(predict("allreduce", "hierarchical", 4, 4, 1, LINKS,

@@ -1,0 +1,157 @@
+"""Hierarchical all-to-all: gather to a node leader, leaders exchange, leaders scatter.
+
+What mixture-of-experts layers run across nodes: every rank has a block
+for every other, and a flat all-to-all sends ``p-1`` messages per rank,
+``L(p-L)`` per node of ``L`` ranks, across the network. Here each node's
+leader (its lowest rank) collects its members' whole send buffers, packs
+what the node sends each other node into one message, exchanges those
+with the other leaders (a pairwise alltoallv among leaders, one message
+per pair of nodes), unpacks what arrived into each member's receive
+layout and sends each member its buffer: ``m-1`` messages per node across
+the network on ``m`` nodes, each ``L²`` blocks long (uneven nodes: ``L_g
+L_h`` blocks from node ``g`` to ``h``).
+
+The node map is the registry's ``nodes=`` (:mod:`mpicoll.coll.hierarchical`
+says where it comes from); nodes may be uneven and need not be runs of
+consecutive ranks. One node is a gather and a scatter through its leader;
+one rank per node is the pairwise exchange itself (with no copies when
+nodes are numbered in rank order, as they then always are).
+"""
+
+from __future__ import annotations
+
+from mpicoll.coll import alltoall
+from mpicoll.coll.registry import register
+from mpicoll.schedule.core import Schedule, ScheduleBuilder, Span
+from mpicoll.schedule.group import Subgroup
+from mpicoll.topo import block_bounds, locate, node_groups
+
+
+def _matrix(size: int, count) -> tuple[tuple[int, ...], ...]:
+    """Alltoall's ``count`` as alltoallv's matrix (a matrix passes through)."""
+    if isinstance(count, int):
+        return ((count,) * size,) * size
+    return count
+
+
+def _pairs(sources, dests):
+    """``(s, d)`` for every source then every destination: the order of
+    the blocks in a packed message between two nodes."""
+    return [(s, d) for s in sources for d in dests]
+
+
+def _copies(b: ScheduleBuilder, moves) -> None:
+    """Copy each ``(src, dst)`` pair, a pair joining the one before it when
+    both spans continue it (one copy per run)."""
+    run = None
+    for src, dst in moves:
+        if not len(src):
+            continue
+        if run and run[0].buf == src.buf and run[0].stop == src.start \
+                and run[1].buf == dst.buf and run[1].stop == dst.start:
+            run = (Span(src.buf, run[0].start, src.stop),
+                   Span(dst.buf, run[1].start, dst.stop))
+            continue
+        if run:
+            b.copy(*run)
+        run = (src, dst)
+    if run:
+        b.copy(*run)
+
+
+@register(("alltoall", "alltoallv"), "hierarchical", topology=True)
+def hierarchical_alltoall(rank, size, count, *, nodes) -> Schedule:
+    """Gather to each node's leader, pairwise exchange among leaders, scatter inside.
+
+    Stages (module docstring): each member sends its whole ``send`` to its
+    node's leader (one message); the leader packs, per destination node
+    ``h``, its members' blocks for ``h``'s members (source member, then
+    destination member) with local copies; the leaders run the pairwise
+    alltoallv (:func:`mpicoll.coll.alltoall.pairwise_v`) on those packed
+    messages; each leader unpacks what came from node ``h`` into every
+    member's receive layout (blocks in source-rank order) and sends each
+    member its buffer (one message). Alltoall and alltoallv alike (for
+    alltoallv the blocks have the matrix's sizes). Any nodes, uneven
+    too, and any placement.
+
+    Rounds: ``m+1`` on ``m`` nodes of ``L >= 2`` ranks: a gather, ``m-1``
+    pairwise steps among leaders, a scatter (``p-1`` with one rank per
+    node).
+    Bytes sent: ``n`` per member to its leader and ``n`` back (``n`` the
+    send buffer: ``p count``); per leader across nodes ``L n (m-1)/m``
+    (uneven: what its node sends the others) in ``m-1`` messages, and
+    ``(L-1) n`` inside.
+    Temp memory: on a leader ``(4L-2) n``: its members' send buffers,
+    the packed outgoing and incoming messages, its members' receive
+    buffers; none on the others, and none with one rank per node.
+    Reference: Open MPI ``coll/han`` (gather, leaders' collective,
+    scatter); Sack & Gropp 2012 (hierarchical all-to-all); DeepSpeed-MoE
+    and Tutel's two-level all-to-all (Rajbhandari et al. 2022; Hwang et
+    al. 2023).
+
+    Trace, p=4 in nodes of 2 (``(0, 0, 1, 1)``), blocks ``b(s→d)``: 1
+    sends its whole buffer to 0, 3 to 2; 0 packs ``b(0→2) b(0→3) b(1→2)
+    b(1→3)`` for node 1 and swaps it with 2's pack for node 0; 0 unpacks
+    into its ``recv`` and 1's receive layout, 2 likewise; 0 sends 1 its
+    four blocks, 2 sends 3 its four.
+    """
+    matrix = _matrix(size, count)
+    groups = node_groups(nodes)
+    g, _ = locate(rank, groups)
+    members = groups[g]
+    leader = members[0]
+    # the members' send (row) and receive (column) layouts
+    rows = {s: block_bounds(matrix[s]) for s in members}
+    cols = {d: block_bounds(row[d] for row in matrix) for d in members}
+    b = ScheduleBuilder()
+    if rank != leader:
+        b.exchange(sends=[(leader, Span("send", 0, rows[rank][size]))])
+        b.exchange(recvs=[(leader, Span("recv", 0, cols[rank][size]))])
+        return b.build()
+
+    # The leaders' alltoallv: node g sends node h its members' blocks for
+    # h's members, source member then destination member.
+    between = tuple(tuple(sum(matrix[s][d] for s, d in _pairs(src, dst))
+                          for dst in groups) for src in groups)
+    out_bounds = block_bounds(between[g])
+    in_bounds = block_bounds(row[g] for row in between)
+    direct = len(members) == 1 and sum(groups, ()) == tuple(range(size))
+    if direct:  # the packed layouts are send's and recv's own
+        packed, arrived = Span("send", 0, out_bounds[-1]), \
+            Span("recv", 0, in_bounds[-1])
+    else:
+        packed, arrived = b.alloc(out_bounds[-1]), b.alloc(in_bounds[-1])
+
+    others = members[1:]
+    row_of = {leader: Span("send", 0, rows[leader][size]),
+              **{s: b.alloc(rows[s][size]) for s in others}}
+    col_of = {leader: Span("recv", 0, cols[leader][size]),
+              **{d: b.alloc(cols[d][size]) for d in others}}
+
+    def moves(whole: Span, outgoing: bool):
+        """Every block of the leader's packed message ``whole`` with its
+        place in a member's row (outgoing) or column (incoming)."""
+        at = 0
+        for other in groups:
+            for s, d in _pairs(members, other) if outgoing else \
+                    _pairs(other, members):
+                n = matrix[s][d]
+                piece = whole.sub(at, at + n)
+                at += n
+                if outgoing:
+                    yield row_of[s].sub(rows[s][d], rows[s][d] + n), piece
+                else:
+                    yield piece, col_of[d].sub(cols[d][s], cols[d][s] + n)
+
+    if others:
+        b.exchange(recvs=[(s, row_of[s]) for s in others])
+    if not direct:
+        _copies(b, moves(packed, True))
+    Subgroup(b, [grp[0] for grp in groups]).embed(
+        alltoall.pairwise_v(g, len(groups), between),
+        send=packed, recv=arrived)
+    if not direct:
+        _copies(b, moves(arrived, False))
+    if others:
+        b.exchange(sends=[(d, col_of[d]) for d in others])
+    return b.build()
