@@ -9,7 +9,8 @@ point is a one-round :class:`~mpicoll.schedule.core.Schedule` bound and
 compiled as the MPI layer does (:mod:`mpicoll.schedule.plan`) and run by
 the blocking executor (:func:`mpicoll.schedule.executor.run`), timed by
 the benchmark's harness (:mod:`mpicoll.bench.harness`: warm-up, barrier,
-batches of back-to-back calls; the median over all ranks' calls):
+batches of back-to-back calls; the median, or with ``--statistic p5``
+the 5th percentile, of all ranks' calls):
 
 - *exchange*: ranks ``r`` and ``r xor 1`` swap ``n`` bytes (one
   ``Sendrecv``, as a round of one send and one receive runs), so α
@@ -35,7 +36,7 @@ for. :mod:`mpicoll.calibration` fits the points and writes the file.
 every hand-built algorithm of the validated collectives, with the input
 written before every call (``--rewrite``: new data each call, as in an
 application, so every message is fresh as in the calibration), and prints
-each measured median beside the model's prediction with FILE's costs
+each measured time beside the model's prediction with FILE's costs
 (:func:`mpicoll.model.predict`) plus that write, and whether it is within
 ±30%.
 """
@@ -105,6 +106,11 @@ def _parser(rank: int):
     a("--time-budget", type=float, metavar="SECONDS",
       help="about how long the timed calls take; default 60 "
            "(calibration), 150 (validation)")
+    a("--statistic", choices=("p50", "p5"), default="p50",
+      help="of all ranks' per-call times, what a point is (and what the "
+           "validation compares): the median, or the 5th percentile (on "
+           "a machine others load, closer to what it does alone); "
+           "default p50")
     a("--json", metavar="FILE", help="validation: rows and header as JSON")
     a("--quiet", action="store_true", help="no tables")
     return p
@@ -186,14 +192,15 @@ def copying(n: int):
 
 
 def timed(world, calls: dict, args, budget: float) -> list:
-    """``(bytes, seconds)`` for each entry ``bytes: call``: the median over
-    all ranks' timed calls, the sizes interleaved by the benchmark's
-    harness (so a change of the machine's speed hits them alike) within
-    about ``budget`` seconds."""
+    """``(bytes, seconds)`` for each entry ``bytes: call``: the statistic
+    (median, or 5th percentile) of all ranks' timed calls, the sizes
+    interleaved by the benchmark's harness (so a change of the machine's
+    speed hits them alike) within about ``budget`` seconds."""
     probe = warm_up(world, calls, args.warmup)
     iters = fit_iterations(world, probe, args.iters, budget)
     times = timed_rounds(world, calls, iters)
-    return [(n, summarize(world, times[n])["p50"] * 1e-6) for n in calls]
+    return [(n, summarize(world, times[n])[args.statistic] * 1e-6)
+            for n in calls]
 
 
 def measure(world, args) -> tuple[list, list, dict, dict]:
@@ -201,28 +208,34 @@ def measure(world, args) -> tuple[list, list, dict, dict]:
     exchange, less the copy), copy, reduce ``{(op, dtype): points}``, and
     for the record ``{"exchange_clean": the exchange of an unchanged
     buffer, "write": filling a buffer as the benchmark's --rewrite
-    does}``; a third of the time budget for the exchanges, the rest shared
-    by the other series."""
+    does}``. The first five series are timed interleaved (the fresh
+    exchange is a difference, and the two exchanges are compared) in half
+    the time budget; the reductions share the other half."""
     comm = world.Dup()
     sizes = bench.sizes(args.minbytes, args.maxbytes, args.stepfactor)
     peer = world.Get_rank() ^ 1
+
+    def schedule(steps):
+        return partial(run, steps, comm, TAG)
+
+    makers = {"both": lambda n: schedule(exchange(n, peer, True)),
+              "exchange_clean": lambda n: schedule(exchange(n, peer, False)),
+              "copy": lambda n: schedule(copying(n)),
+              "write": lambda n: partial(np.ndarray.fill,
+                                         np.empty(n, np.uint8), 1)}
+    first = dict(timed(world, {(kind, n): make(n) for kind, make in
+                               makers.items() for n in sizes},
+                       args, args.time_budget / 2))
+    series = {kind: [(n, first[(kind, n)]) for n in sizes] for kind in makers}
     pairs = [(op, dtype) for op in args.ops for dtype in args.dtypes]
-    share = args.time_budget * 2 / 3 / (2 + len(pairs))
-
-    def series(make, budget: float = share) -> list:
-        return timed(world, {n: partial(run, make(n), comm, TAG)
-                             for n in sizes}, args, budget)
-
-    both = series(lambda n: exchange(n, peer, True), args.time_budget / 6)
-    clean = series(lambda n: exchange(n, peer, False), args.time_budget / 6)
-    copied = series(copying)
-    write = timed(world, {n: partial(np.ndarray.fill, np.empty(n, np.uint8),
-                                     1) for n in sizes}, args, share)
-    reduced = {(op, dtype): series(partial(reduction, op=op, dtype=dtype))
+    reduced = {(op, dtype): timed(world, {n: schedule(reduction(n, op, dtype))
+                                          for n in sizes},
+                                  args, args.time_budget / 2 / len(pairs))
                for op, dtype in pairs}
     comm.Free()
-    fresh = [(n, max(t - c, 0.0)) for (n, t), (_, c) in zip(both, copied)]
-    return fresh, copied, reduced, {"exchange_clean": clean, "write": write}
+    fresh = [(n, max(t - c, 0.0)) for (n, t), (_, c)
+             in zip(series.pop("both"), series["copy"])]
+    return fresh, series.pop("copy"), reduced, series
 
 
 def machine() -> dict:
@@ -318,7 +331,7 @@ def writing(cal: calibration.Calibration, source: str):
 
 def validate(world, args, cal: calibration.Calibration) -> list[dict]:
     """Benchmark every hand-built algorithm of ``args.collectives`` (the
-    benchmark's own run, input rewritten) and set each record's median
+    benchmark's own run, input rewritten) and set each record's time
     beside the prediction (the model plus the write); the rows, the same
     on every rank."""
     write = writing(cal, args.validate)
@@ -337,7 +350,7 @@ def validate(world, args, cal: calibration.Calibration) -> list[dict]:
         predicted = predict(r["collective"], r["algorithm"], r["nranks"],
                             r["count"], itemsize, net, root=r["root"] or 0) \
             + write(rewritten(r) * itemsize)
-        measured = r["time_us"]["p50"]
+        measured = r["time_us"][args.statistic]
         error = predicted * 1e6 / measured - 1
         rows.append({"collective": r["collective"],
                      "algorithm": r["algorithm"], "nranks": r["nranks"],
@@ -363,7 +376,7 @@ def validation_table(rows: list[dict], title: str) -> str:
                      f"  {'yes' if r['within'] else 'NO'}")
     hits = sum(r["within"] for r in rows)
     lines.append(f"# {hits} of {len(rows)} within ±30% "
-                 f"(ratio = predicted / measured median)")
+                 f"(ratio = predicted / measured)")
     return "\n".join(lines)
 
 
@@ -376,7 +389,7 @@ def _size(nbytes: int) -> str:
 
 
 def ratio_matrix(rows: list[dict]) -> str:
-    """The ratios (predicted / measured median) as one line per
+    """The ratios (predicted / measured) as one line per
     collective and algorithm, one column per size, ``*`` outside ±30%."""
     sizes = sorted({r["nbytes"] for r in rows})
     cells = {(r["collective"], r["algorithm"], r["nbytes"]):
@@ -427,7 +440,8 @@ def main(argv=None, comm=None) -> int:
         title = (f"{world.Get_size()} ranks"
                  + (f" ({crowded})" if crowded else "")
                  + f", {args.dtype}, input rewritten per call (the write "
-                 f"predicted too); predicted with {args.validate}, "
+                 f"predicted too), measured: {args.statistic} of all "
+                 f"calls; predicted with {args.validate}, "
                  f"{cal.description}")
         if not args.quiet:
             print(validation_table(rows, title))
@@ -435,6 +449,7 @@ def main(argv=None, comm=None) -> int:
         if args.json:
             head.update(calibration=args.validate,
                         description=cal.description,
+                        statistic=args.statistic,
                         oversubscribed=crowded, tolerance=TOLERANCE)
             with open(args.json, "w") as f:
                 json.dump({"header": head, "rows": rows}, f, indent=1)

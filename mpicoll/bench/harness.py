@@ -11,7 +11,7 @@ call (OSU's per-call barrier adds it to every small-message time:
 Statistics, all over the same samples (one per rank and call, µs): ``avg``
 the mean over ranks of each rank's mean, ``min``/``max`` the least and
 greatest of those per-rank means (as OSU and nccl-tests report them),
-``p50``/``p99`` percentiles of all ranks' per-call times pooled. After
+``p5``/``p50``/``p99`` percentiles of all ranks' per-call times pooled. After
 timing, each algorithm runs once more on fresh buffers and its output is
 compared exactly with the spec's expected output; ``wrong`` counts the
 mismatching elements over all ranks. Every rank returns the same records.
@@ -204,9 +204,10 @@ def summarize(world, times: np.ndarray) -> dict[str, float]:
     world.Allgather(np.array([times.mean()], float), means)
     pooled = np.empty(times.size * world.Get_size())
     world.Allgather(np.ascontiguousarray(times, dtype=float), pooled)
-    p50, p99 = np.percentile(pooled, [50, 99])
+    p5, p50, p99 = np.percentile(pooled, [5, 50, 99])
     return {"avg": float(means.mean()) * 1e6, "min": float(means.min()) * 1e6,
-            "max": float(means.max()) * 1e6, "p50": float(p50) * 1e6,
+            "max": float(means.max()) * 1e6, "p5": float(p5) * 1e6,
+            "p50": float(p50) * 1e6,
             "p99": float(p99) * 1e6}
 
 

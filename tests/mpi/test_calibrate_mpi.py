@@ -57,7 +57,8 @@ def test_validation_of_a_subset(calibrated):
     path, folder = calibrated
     out = f"{folder}/valid.json"
     assert main(["--validate", path, "-c", "allreduce,alltoall",
-                 "-b", "1K", "-e", "1K", "--json", out, *FEW]) == 0
+                 "-b", "1K", "-e", "1K", "--statistic", "p5", "--json", out,
+                 *FEW]) == 0
     MPI.COMM_WORLD.Barrier()
     with open(out) as f:
         data = json.load(f)
@@ -74,3 +75,4 @@ def test_validation_of_a_subset(calibrated):
     head = data["header"]
     assert head["description"].startswith("calibrated on ")
     assert "oversubscribed" in head and head["tolerance"] == 0.3
+    assert head["statistic"] == "p5"
