@@ -92,7 +92,8 @@ def _parser(rank: int):
     a("-f", "--stepfactor", type=float,
       help="size step; default 2 (calibration), 4 (validation)")
     a("--ranges", type=int, default=4,
-      help="message-size ranges fitted; default 4")
+      help="size ranges fitted, at most, for the messages and as many for "
+           "the local steps; default 4")
     a("--ops", default=",".join(OPS), help=f"default {','.join(OPS)}")
     a("--dtypes", default=",".join(DTYPES),
       help=f"default {','.join(DTYPES)}")
@@ -299,6 +300,7 @@ def describe(cal: calibration.Calibration) -> str:
 
 
 def hand_built(collective: str) -> list[str]:
+    """Every registered algorithm of ``collective`` but ``native``."""
     return [a for a in mpicoll.algorithms(collective) if a != "native"]
 
 
