@@ -57,8 +57,10 @@ from mpicoll.mpi_ops import as_op, lent_op
 from mpicoll.schedule.executor import Execution, run
 from mpicoll.select import (
     Choice,
+    CostModel,
     choose,
     hand_built,
+    environment_cost_model,
     environment_explain,
     environment_overrides,
     environment_rules,
@@ -143,21 +145,24 @@ class Settings(NamedTuple):
     """What the environment says, read once per communicator:
     ``MPICOLL_<COLLECTIVE>_ALGORITHM`` overrides, the ``MPICOLL_RULES``
     file (a bad one raises here), ``MPICOLL_EXPLAIN``, the node map's
-    ``MPICOLL_RANKS_PER_NODE`` and the guard (check mode and deadline,
-    :mod:`mpicoll.guard`; the face's keywords override the environment)."""
+    ``MPICOLL_RANKS_PER_NODE``, the guard (check mode and deadline,
+    :mod:`mpicoll.guard`; the face's keywords override the environment)
+    and the cost model of ``MPICOLL_CALIBRATION`` or mpicoll's default."""
 
     overrides: dict
     rules: object
     explain: bool
     ranks_per_node: int | None  # MPICOLL_RANKS_PER_NODE (a bad one raises)
     guard: Guard = Guard()
+    model: CostModel | None = None
 
     @classmethod
     def from_environment(cls, rank: int,
                          guard: Guard | None = None) -> Settings:
         return cls(environment_overrides(), environment_rules(),
                    environment_explain(), ranks_per_node(rank),
-                   guard_settings() if guard is None else guard)
+                   guard_settings() if guard is None else guard,
+                   environment_cost_model())
 
 
 class Engine(Replays):
@@ -171,7 +176,8 @@ class Engine(Replays):
         self.rank = self.ctx.rank
         self.size = self.ctx.size
         self.thread_multiple = MPI.Query_thread() == MPI.THREAD_MULTIPLE
-        self.overrides, self.rules, self.explain, _, guard = settings
+        self.overrides, self.rules, self.explain, _, guard, self.model = \
+            settings
         if self.explain:
             _log_to_stderr()
         self.check = guard.check
@@ -230,7 +236,7 @@ class Engine(Replays):
                 commutative=commutative, overrides=self.overrides,
                 where=where, rules=self.rules,
                 thread_multiple=self.thread_multiple, form=form,
-                inplace=inplace)
+                inplace=inplace, model=self.model)
             if why_native is not None and choice.algorithm.native:
                 choice = Choice(choice.algorithm, why_native)
             elif callable_op and algorithm == "auto" and \
@@ -314,6 +320,10 @@ class Engine(Replays):
             make()
             if call.memo is not None and lent is None:
                 self._remember(self._replays, call.memo, then(make, finish))
+                if given is not None and finish is None:
+                    self._remember_alike(call.memo,
+                                         getattr(self.ctx.comm, given[0]),
+                                         given[1])
         else:
             if call.unstage is not None:
                 finish = then(call.unstage, finish)

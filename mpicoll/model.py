@@ -511,6 +511,48 @@ PUBLISHED: dict[tuple[str, str], Published] = {
 }
 
 
+def _typical_message(collective: str, algorithm: str, p: int,
+                     n: float) -> float:
+    """Bytes of the message that dominates ``algorithm``'s bandwidth term
+    (``n`` as :func:`formula` says): a whole vector for recursive
+    doubling, reduce-then-broadcast and the binomial broadcast and reduce;
+    half of it for Rabenseifner and the logarithmic allgathers and gathers
+    (their largest message); a block, ``n/p``, for everything else (the
+    ring, pairwise and linear algorithms, and the scatter-allgather
+    broadcast)."""
+    if algorithm in ("reduce_bcast",) or (
+            algorithm == "binomial" and collective in ("bcast", "reduce")) or (
+            algorithm == "recursive_doubling" and collective in (
+                "allreduce", "scan", "exscan")):
+        return n
+    if algorithm in ("rabenseifner", "recursive_doubling", "bruck",
+                     "recursive_halving", "binomial"):
+        return n / 2
+    return n / max(p, 1)
+
+
+def estimate(collective: str, algorithm: str, size: int, nbytes: float,
+             network: Network, **params) -> float | None:
+    """:func:`formula` on a network whose costs depend on the message size
+    (:attr:`Network.ranges`, as a calibration gives them): the published
+    form evaluated with α, β and γ of the range holding the algorithm's
+    dominant message (:func:`_typical_message`). O(1), where
+    :func:`predict` walks schedules (seconds to minutes at thousands of
+    ranks with uneven blocks): what ``auto`` orders candidates by beyond
+    two ranks (:mod:`mpicoll.select`). Exact where the network has one
+    range (it is then :func:`formula`); otherwise an approximation that
+    prices every message of the algorithm as its dominant one."""
+    if not network.ranges:
+        return formula(collective, algorithm, size, nbytes, network, **params)
+    entry = PUBLISHED.get((collective, algorithm))
+    if entry is None:
+        return None
+    m = _typical_message(collective, algorithm, size, nbytes)
+    a, b, g = (float(network.by_size(name, m))
+               for name in ("alpha", "beta", "gamma"))
+    return entry.cost(size, nbytes, a, b, g, **params)
+
+
 def formula(collective: str, algorithm: str, size: int, nbytes: float,
             network: Network, **params) -> float | None:
     """The published cost of ``algorithm`` in seconds on ``network``'s

@@ -11,10 +11,25 @@ the whole call, for a nonblocking one its launch. Entries hold the
 objects, so their ids cannot be reused while an entry lives; at most
 :data:`REPLAYS` per kind are kept, all dropped when full. Guarded engines
 (check mode, deadlines) replay nothing.
+
+A blocking call that ran the MPI library's own call on plain NumPy arrays
+is also kept by its *likeness* (:meth:`Replays._remember_alike`): the
+same method and ``algorithm=``, the same non-array arguments (op, root,
+``MPI.IN_PLACE``) and arrays of the same dtype and shape, C-contiguous and
+writeable. A later call on *new* arrays alike in every way (fresh views,
+a result computed anew each step) parses, checks and chooses exactly as
+that call did, so it makes the library's call on its own arrays at once
+(:meth:`Replays.replayed`), about 2 us instead of 14 us at one rank.
 """
 
 from __future__ import annotations
 
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from mpicoll.message import named
+from mpicoll.schedule.plan import address
 from mpicoll.work import Work
 
 REPLAYS = 32  # calls of each kind remembered per engine
@@ -26,6 +41,7 @@ class Replays:
     def __init__(self, guarded: bool) -> None:
         self._replays: dict[int, tuple] = {}  # blocking calls' runs
         self._restarts: dict[int, tuple] = {}  # nonblocking calls' launches
+        self._alike: dict[tuple, _Alike] = {}  # native blocking calls' kinds
         if guarded:  # every call checked or bounded, none replayed
             self.replayed = _never_replayed
             self.restarted = _never_restarted
@@ -47,10 +63,12 @@ class Replays:
         of the datatype (:meth:`mpicoll.engine.Engine.prepared`).
         """
         run = _matching(self._replays, name, algorithm, buf, a, b, c)
-        if run is None:
-            return False
-        run()
-        return True
+        if run is not None:
+            run()
+            return True
+        alike = self._alike.get((name, algorithm, type(buf) is np.ndarray
+                                 and buf.shape))
+        return alike is not None and alike.made(buf, a, b, c)
 
     def restarted(self, name: str, algorithm, buf, a=None, b=None,
                   c=None) -> Work | None:
@@ -77,10 +95,53 @@ class Replays:
         table[id(buf) ^ id(a)] = (name, algorithm, buf, a, b, c, first,
                                   first.dtype, second, second.dtype, run)
 
+    def _remember_alike(self, memo, call: Callable, args: tuple) -> None:
+        """Keep a blocking call that made the library's ``call(*args)``
+        (mpi4py's arguments) by its likeness, where every array in
+        ``memo`` is a plain C-contiguous writeable NumPy array and every
+        array in ``args`` is one of them (a view made from the caller's
+        array would not follow a new one)."""
+        name, algorithm, *objects = memo
+        kinds, arrays = [], []
+        for i, obj in enumerate(objects):
+            if type(obj) is np.ndarray:
+                flags = obj.flags
+                if not (flags.c_contiguous and flags.writeable) or \
+                        obj.dtype.hasobject:
+                    return
+                kinds.append((obj.dtype, obj.shape))
+                arrays.append(i)
+            elif isinstance(obj, (list, tuple, np.ndarray)) or \
+                    hasattr(obj, "__array_interface__") or \
+                    hasattr(obj, "__cuda_array_interface__"):
+                return  # a message spec or another kind of buffer
+            else:
+                kinds.append(obj)
+        if not arrays or len(arrays) > 2:
+            return
+        slots = []
+        for arg in args:
+            where = [i for i, obj in enumerate(objects) if obj is arg]
+            if where and type(arg) is np.ndarray:
+                spec = named(arg)
+                slots.append((where[0], spec[1] if type(spec) is list
+                              else None))
+            elif isinstance(arg, (list, tuple, np.ndarray)) or \
+                    hasattr(arg, "__array_interface__"):
+                return  # derived from the caller's buffer: cannot follow
+            else:
+                slots.append((None, arg))
+        if len(self._alike) >= REPLAYS:
+            self._alike.clear()
+        self._alike[(name, algorithm, kinds[arrays[0]][1] if arrays[0] == 0
+                     else False)] = _Alike(tuple(kinds), tuple(arrays), call,
+                                           tuple(slots))
+
     def forget_replays(self) -> None:
         """Drop every remembered call (the communicator is freed)."""
         self._replays.clear()
         self._restarts.clear()
+        self._alike.clear()
 
 
 def _matching(table: dict, name, algorithm, buf, a, b, c):
@@ -91,6 +152,45 @@ def _matching(table: dict, name, algorithm, buf, a, b, c):
             and e[0] == name and e[1] == algorithm:
         return e[10]
     return None
+
+
+class _Alike(NamedTuple):
+    """A native blocking call kept by its likeness: per memo object its
+    ``(dtype, shape)`` (an array) or itself; the memo positions of its one
+    or two arrays; mpi4py's method on the private communicator and its
+    arguments, each ``(memo position, datatype or None)`` for an array
+    (None: mpi4py infers it) or ``(None, the argument itself)``."""
+
+    kinds: tuple
+    arrays: tuple
+    call: Callable
+    slots: tuple
+
+    def made(self, *objects) -> bool:
+        """Make the call on ``objects`` (the memo's ``buf, a, b, c``) if
+        they are alike to the kept ones; False if not (nothing made)."""
+        kinds = self.kinds
+        for i, kind in enumerate(kinds):
+            obj = objects[i]
+            if type(kind) is tuple:
+                if type(obj) is not np.ndarray or obj.dtype is not kind[0] \
+                        or obj.shape != kind[1]:
+                    return False
+                flags = obj.flags
+                if not (flags.c_contiguous and flags.writeable):
+                    return False
+            elif obj is not kind:
+                return False
+        if len(self.arrays) == 2:  # the full parse refuses overlap
+            x, y = (objects[i] for i in self.arrays)
+            lo, hi = address(x), address(y)
+            if lo < hi + y.nbytes and hi < lo + x.nbytes and x.nbytes and \
+                    y.nbytes:
+                return False
+        self.call(*[arg if i is None else
+                    objects[i] if arg is None else [objects[i], arg]
+                    for i, arg in self.slots])
+        return True
 
 
 class _NoArray:

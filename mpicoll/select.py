@@ -41,13 +41,17 @@ collective:
   by up to 14%: one message either way), van de Geijn / ring beyond;
 - everything else: the library (not faster by hand here, or unmeasured).
 
-Rules for more than two ranks follow MPICH's choices and were not measured
-here (more ranks than cores make timings meaningless).
+Beyond two ranks (more ranks than these machines' cores make timings
+meaningless) the cost model orders the candidates of :data:`BEYOND_PAIR`:
+:func:`mpicoll.model.estimate` with the parameters of the calibration file
+named by ``MPICOLL_CALIBRATION`` (``python -m mpicoll.calibrate``), else of
+:data:`DEFAULT_CALIBRATION`, the development machine's.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import NamedTuple
 
@@ -55,6 +59,8 @@ import numpy as np
 
 from mpicoll.coll.registry import Algorithm, algorithms, lookup
 from mpicoll.collectives import COLLECTIVES
+from mpicoll.calibration import CalibrationError, load_calibration
+from mpicoll.model import Network, estimate
 from mpicoll.errors import (
     ConstraintError,
     InvalidArgumentError,
@@ -76,30 +82,71 @@ PAIR_BY_HAND = (8, 4096)
 INPLACE_HALVES = (64 * 1024, 256 * 1024)
 
 
+#: Hand-built algorithms ``auto`` weighs beyond two ranks, from
+#: :data:`SMALL` up: the cost model orders them (:func:`_by_model`). The
+#: lists keep what the model cannot see: the bandwidth-bound algorithms
+#: only (allgather by recursive doubling or Bruck, and alltoall, would win
+#: a contention-free α-β model at every size and lose to the ring on a real
+#: network at large ones), and ties go to the first.
+BEYOND_PAIR = {
+    "allreduce": ("rabenseifner", "ring", "recursive_doubling"),
+    "reduce": ("rabenseifner", "binomial"),
+    "reduce_scatter": ("ring", "pairwise"),
+    "reduce_scatter_block": ("ring", "pairwise"),
+    "scan": ("recursive_doubling",),
+    "exscan": ("recursive_doubling",),
+    "bcast": ("scatter_allgather", "binomial"),
+    "allgather": ("ring",),
+}
+
+
+class CostModel(NamedTuple):
+    """What orders ``auto``'s candidates beyond two ranks: the model's
+    ``network`` and where its costs come from (for explain mode)."""
+
+    network: Network
+    source: str
+
+
 def _preferences(collective: str, size: int, nbytes: int,
-                 inplace: bool = False) -> tuple[str, ...]:
+                 inplace: bool = False,
+                 model: CostModel | None = None) -> tuple[str, ...]:
     """Hand-built algorithms to try, best first, for a message of ``nbytes``
     (the send buffer; bcast: the buffer) above :data:`SMALL`, in place or
-    not; none: the library's call."""
-    pair = size == 2
+    not; none: the library's call. Two ranks: the measured rules; more:
+    :data:`BEYOND_PAIR` ordered by ``model``'s predicted times."""
+    if size > 2:
+        names = BEYOND_PAIR.get(collective, ())
+        return names if model is None else \
+            tuple(name for name, _ in _by_model(collective, names, size,
+                                                nbytes, model.network))
     if collective == "allreduce":
-        if pair and inplace and INPLACE_HALVES[0] < nbytes <= \
-                INPLACE_HALVES[1]:
+        if inplace and INPLACE_HALVES[0] < nbytes <= INPLACE_HALVES[1]:
             return ("rabenseifner", "recursive_doubling")
-        if pair and nbytes < MEDIUM:
+        if nbytes < MEDIUM:
             return ("recursive_doubling",)
         return ("rabenseifner", "ring", "recursive_doubling")
     if collective == "reduce":
-        return ("binomial",) if pair else ("rabenseifner", "binomial")
+        return ("binomial",)
     if collective in ("reduce_scatter", "reduce_scatter_block"):
         return ("ring", "pairwise")
     if collective in ("scan", "exscan"):
         return ("recursive_doubling",)
-    if collective == "bcast" and not pair:
-        return ("scatter_allgather", "binomial")
-    if collective == "allgather" and not pair:
-        return ("ring",)
     return ()
+
+
+def _by_model(collective: str, names, size: int, nbytes: int,
+              network: Network) -> list[tuple[str, float]]:
+    """``names`` with their predicted seconds on ``network``, fastest
+    first (a stable sort: ties keep the listed order): the closed forms
+    of :data:`mpicoll.model.PUBLISHED` through
+    :func:`mpicoll.model.estimate`, O(1), so a first call at 65,536 ranks
+    chooses at once (``tests/sim/test_model.py`` checks the forms against
+    the schedules' own critical paths); a name without one goes last."""
+    times = [(name, estimate(collective, name, size, nbytes, network))
+             for name in names]
+    return sorted(((n, math.inf if t is None else t) for n, t in times),
+                  key=lambda item: item[1])
 
 
 class Choice(NamedTuple):
@@ -123,6 +170,12 @@ def environment_overrides() -> dict[str, str]:
 
 RULES_VAR = "MPICOLL_RULES"
 EXPLAIN_VAR = "MPICOLL_EXPLAIN"
+CALIBRATION_VAR = "MPICOLL_CALIBRATION"
+#: The calibration shipped with mpicoll (``bash bench/calibrate.sh`` on the
+#: development machine, docs/simulation.md): the cost model's parameters
+#: unless ``MPICOLL_CALIBRATION`` names a file measured where the code runs.
+DEFAULT_CALIBRATION = os.path.join(os.path.dirname(__file__),
+                                   "calibration-default.json")
 
 
 class Rules(NamedTuple):
@@ -192,6 +245,24 @@ def environment_rules() -> Rules | None:
     return load_rules(path) if path else None
 
 
+def environment_cost_model() -> CostModel:
+    """The cost model of the calibration file named by
+    ``MPICOLL_CALIBRATION`` (as ``python -m mpicoll.calibrate`` writes
+    it), else of :data:`DEFAULT_CALIBRATION`; InvalidArgumentError naming
+    a file that cannot be used."""
+    path = os.environ.get(CALIBRATION_VAR, "").strip()
+    try:
+        calibration = load_calibration(path or DEFAULT_CALIBRATION)
+    except CalibrationError as exc:
+        raise InvalidArgumentError(f"{CALIBRATION_VAR}: {exc}") from None
+    except OSError as exc:
+        raise InvalidArgumentError(f"{CALIBRATION_VAR}: cannot read "
+                                   f"{path}: {exc.strerror or exc}") from None
+    where = f"{CALIBRATION_VAR}={path}" if path else "mpicoll's default"
+    return CostModel(calibration.network(),
+                     f"{where}, {calibration.description}")
+
+
 def environment_explain() -> bool:
     """Whether ``MPICOLL_EXPLAIN`` asks for explain mode."""
     return os.environ.get(EXPLAIN_VAR, "").strip().lower() not in (
@@ -249,12 +320,13 @@ def choose(collective: str, requested: str, *, size: int, nbytes: int,
            commutative: bool, overrides: dict[str, str],
            where: dict, rules: Rules | None = None,
            thread_multiple: bool = True, form: str = "blocking",
-           inplace: bool = False) -> Choice:
+           inplace: bool = False, model: CostModel | None = None) -> Choice:
     """Pick the algorithm for one call; ``where`` names rank and call for
     errors; ``thread_multiple``: MPI runs at ``MPI_THREAD_MULTIPLE``;
     ``form``: ``"blocking"``, ``"nonblocking"`` or ``"persistent"``;
     ``inplace``: the output overwrites the input (the default rules
-    differ by all three)."""
+    differ by all three); ``model`` orders the hand-built candidates
+    beyond two ranks (None: listed order)."""
     if requested != "auto":
         return Choice(_named(collective, requested, commutative, where,
                              "algorithm= argument"), "requested by the call")
@@ -282,14 +354,15 @@ def choose(collective: str, requested: str, *, size: int, nbytes: int,
     default = _default(collective, size=size, nbytes=nbytes,
                        commutative=commutative,
                        thread_multiple=thread_multiple, form=form,
-                       inplace=inplace)
+                       inplace=inplace, model=model)
     return default._replace(reason=fallback + default.reason) \
         if fallback else default
 
 
 def _default(collective: str, *, size: int, nbytes: int,
              commutative: bool, thread_multiple: bool = True,
-             form: str = "blocking", inplace: bool = False) -> Choice:
+             form: str = "blocking", inplace: bool = False,
+             model: CostModel | None = None) -> Choice:
     native = lookup(collective, "native")
     if size == 1:
         return Choice(native, "default rule: one rank, nothing to move")
@@ -303,12 +376,24 @@ def _default(collective: str, *, size: int, nbytes: int,
     if nbytes < SMALL:
         return Choice(native, f"default rule: {nbytes} B < {SMALL} B, "
                               "where the library's own call is fastest")
-    for name in _preferences(collective, size, nbytes, inplace):
+    names = _preferences(collective, size, nbytes, inplace, model)
+    for name in names:
         alg = lookup(collective, name)
         if alg.unmet(commutative=commutative) is None:
+            if size > 2 and model is not None and len(names) > 1:
+                return Choice(alg, _model_reason(collective, names, size,
+                                                 nbytes, model))
             return Choice(alg, f"default rule: {nbytes} B on {size} ranks"
                           f"{', in place' if inplace else ''}")
     return Choice(native, "default rule: no hand-built algorithm fits")
+
+
+def _model_reason(collective, names, size, nbytes, model) -> str:
+    """Explain mode's words for a choice by the cost model."""
+    times = ", ".join(f"{name} {t * 1e6:.4g} us" for name, t in _by_model(
+        collective, names, size, nbytes, model.network))
+    return (f"cost model ({model.source}): {nbytes} B on {size} ranks "
+            f"predicted {times}")
 
 
 def hand_built(collective: str, *, size: int, nbytes: int,

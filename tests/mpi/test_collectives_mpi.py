@@ -362,3 +362,62 @@ def test_repeated_in_place_alltoall_reads_the_new_input(comm, algorithm):
         want = [2 * r + i + 100 * q + 1000 * k for q in range(p)
                 for i in range(2)]
         assert np.array_equal(buf, want), (k, buf)
+
+
+def outcome(call, comm):
+    """What ``call(comm)`` gives: ("ok", None) or its exception's type and
+    text (the rank's own words)."""
+    try:
+        call(comm)
+    except Exception as exc:  # compared, not judged
+        return type(exc).__name__, str(exc)
+    return "ok", None
+
+
+def test_calls_on_new_arrays_alike_to_an_earlier_one(comm):
+    """A native call on new arrays alike to an earlier call's (same dtype
+    and shape, plain, contiguous, writeable: mpicoll.replay) makes the
+    library's call at once; its results follow the new arrays, and a call
+    that differs in any way the full parse looks at (overlap, read-only
+    or strided output, dtype, op, the same array twice) gives what a
+    communicator that never saw the earlier call gives."""
+    p, r = comm.size, comm.rank
+    world = MPI.Intracomm(comm)
+    fresh = mpicoll.Comm(world.Dup())  # its own engine: nothing kept
+    for step in range(3):
+        x = np.arange(4.0) + r + step
+        y = np.full(4, -1.0)
+        comm.Allreduce(x, y, MPI.SUM, algorithm="native")
+        assert np.array_equal(y, p * (np.arange(4.0) + step) + p * (p - 1) / 2)
+        z = x.copy()
+        comm.Allreduce(MPI.IN_PLACE, z, MPI.MAX, algorithm="native")
+        assert np.array_equal(z, np.arange(4.0) + p - 1 + step)
+        b = np.full(4, float(r + step))
+        comm.Bcast(b, root=p - 1, algorithm="native")
+        assert np.all(b == p - 1 + step)
+        g = np.empty(4 * p)
+        comm.Allgather(x, g, algorithm="native")
+        assert np.array_equal(g.reshape(p, 4)[:, 0],
+                              np.arange(p, dtype=float) + step)
+    keep = np.zeros(8)
+    ro = np.zeros(4)
+    ro.flags.writeable = False
+    strided = np.zeros(8)[::2]
+    cases = [
+        lambda c: c.Allreduce(keep[:4], keep[2:6], MPI.SUM,
+                              algorithm="native"),
+        lambda c: c.Allreduce(np.ones(4), ro, MPI.SUM, algorithm="native"),
+        lambda c: c.Allreduce(keep[:4], keep[:4], MPI.SUM,
+                              algorithm="native"),
+        lambda c: c.Allreduce(np.ones(4), strided, MPI.SUM,
+                              algorithm="native"),
+        lambda c: c.Allreduce(np.ones(4, np.float32), np.zeros(4, np.float32),
+                              MPI.SUM, algorithm="native"),
+        lambda c: c.Allreduce(np.ones(4), np.zeros(4), MPI.PROD,
+                              algorithm="native"),
+        lambda c: c.Allreduce(np.ones(4), np.zeros(3), MPI.SUM,
+                              algorithm="native"),
+    ]
+    for i, case in enumerate(cases):
+        assert outcome(case, comm) == outcome(case, fresh), i
+    fresh.Free()

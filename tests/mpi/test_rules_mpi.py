@@ -151,3 +151,30 @@ def test_emit_rules(shared):
     assert data["rules"]["barrier"] == [
         {"max_bytes": None, "algorithm": data["rules"]["barrier"][0][
             "algorithm"]}]
+
+
+def test_beyond_two_ranks_the_cost_model_chooses(shared, monkeypatch):
+    """Beyond two ranks auto orders its hand-built candidates by the cost
+    model of MPICOLL_CALIBRATION (here a file every rank reads, with a
+    huge alpha: the fewest rounds win) or of mpicoll's default; explain
+    mode names the file. One and two ranks keep their rules."""
+    from mpicoll.calibration import load_calibration
+    from mpicoll.select import DEFAULT_CALIBRATION
+
+    size = MPI.COMM_WORLD.size
+    c = mpicoll.Comm(MPI.COMM_WORLD).explain("allreduce", count=1 << 18,
+                                             dtype="float32")
+    assert ("cost model (mpicoll's default" in c.reason) == (size > 2)
+    data = load_calibration(DEFAULT_CALIBRATION).to_json()
+    for r in data["ranges"]:
+        r["alpha"] = 1.0
+    path = write_rules(shared, data, "slow-start.json")
+    monkeypatch.setenv("MPICOLL_CALIBRATION", path)
+    comm = mpicoll.Comm(MPI.COMM_WORLD)
+    c = comm.explain("allreduce", count=1 << 18, dtype="float32")
+    if size > 2:
+        assert f"MPICOLL_CALIBRATION={path}" in c.reason
+        assert c.algorithm.name == "recursive_doubling"
+    x = np.arange(1 << 18, dtype=np.float32)
+    comm.Allreduce(MPI.IN_PLACE, x)
+    assert np.array_equal(x, np.arange(1 << 18, dtype=np.float32) * size)
