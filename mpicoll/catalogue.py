@@ -10,7 +10,7 @@ code: constraints come from the :class:`~mpicoll.coll.registry.Algorithm`
 (:meth:`~mpicoll.coll.registry.Algorithm.unmet`, ``topology``,
 ``params``); the summary, rounds, bytes, temporary memory and reference
 from the builder's docstring; the published α-β-γ cost from
-:data:`mpicoll.model.PUBLISHED`; the diagrams from the schedules
+:data:`mpicoll.formulas.PUBLISHED`; the diagrams from the schedules
 themselves (:func:`mpicoll.rounds.render`). The page is never edited by hand;
 tests/sim/test_catalogue.py fails when it and the code disagree.
 
@@ -38,7 +38,7 @@ from pathlib import Path
 from mpicoll.coll import algorithms, lookup
 from mpicoll.coll.registry import Algorithm
 from mpicoll.collectives import COLLECTIVES
-from mpicoll.model import PUBLISHED
+from mpicoll.formulas import PUBLISHED
 from mpicoll.rounds import render
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "algorithms.md"
@@ -105,10 +105,10 @@ a rules file) or by `auto`.
   line says.
 - **Temp memory**: scratch the schedule allocates per rank, in elements.
 - **Published cost**: the closed form from the literature that
-  `mpicoll.model.PUBLISHED` keeps, to compare with the cost `mpicoll.model`
+  `mpicoll.formulas.PUBLISHED` keeps, to compare with the cost `mpicoll.model`
   derives from the schedules: α per message, β per byte, γ per byte
   reduced, `lg` = log2, `p' = floor_pow2(p)`, `n` in bytes as
-  `mpicoll.model.formula` says; — where the literature gives none. In
+  `mpicoll.formulas.formula` says; — where the literature gives none. In
   that model a rank's sends leave one after another, so a tree's root
   pays `ceil(lg p)` α for the sends it posts in one round.
 - **Constraints**: what the registry checks before any message moves;

@@ -43,7 +43,7 @@ collective:
 
 Beyond two ranks (more ranks than these machines' cores make timings
 meaningless) the cost model orders the candidates of :data:`BEYOND_PAIR`:
-:func:`mpicoll.model.estimate` with the parameters of the calibration file
+:func:`mpicoll.formulas.estimate` with the parameters of the calibration file
 named by ``MPICOLL_CALIBRATION`` (``python -m mpicoll.calibrate``), else of
 :data:`DEFAULT_CALIBRATION`, the development machine's.
 """
@@ -60,7 +60,8 @@ import numpy as np
 from mpicoll.coll.registry import Algorithm, algorithms, lookup
 from mpicoll.collectives import COLLECTIVES
 from mpicoll.calibration import CalibrationError, load_calibration
-from mpicoll.model import Network, estimate
+from mpicoll.formulas import estimate
+from mpicoll.model import Network
 from mpicoll.errors import (
     ConstraintError,
     InvalidArgumentError,
@@ -139,8 +140,8 @@ def _by_model(collective: str, names, size: int, nbytes: int,
               network: Network) -> list[tuple[str, float]]:
     """``names`` with their predicted seconds on ``network``, fastest
     first (a stable sort: ties keep the listed order): the closed forms
-    of :data:`mpicoll.model.PUBLISHED` through
-    :func:`mpicoll.model.estimate`, O(1), so a first call at 65,536 ranks
+    of :data:`mpicoll.formulas.PUBLISHED` through
+    :func:`mpicoll.formulas.estimate`, O(1), so a first call at 65,536 ranks
     chooses at once (``tests/sim/test_model.py`` checks the forms against
     the schedules' own critical paths); a name without one goes last."""
     times = [(name, estimate(collective, name, size, nbytes, network))

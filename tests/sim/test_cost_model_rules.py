@@ -1,5 +1,5 @@
 """Tier 1: ``auto`` beyond two ranks orders its candidates by the cost
-model (mpicoll.select.BEYOND_PAIR, mpicoll.model.estimate), from a
+model (mpicoll.select.BEYOND_PAIR, mpicoll.formulas.estimate), from a
 calibration file (MPICOLL_CALIBRATION, or mpicoll's default)."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 from mpicoll import select
 from mpicoll.calibration import load_calibration
 from mpicoll.errors import InvalidArgumentError
-from mpicoll.model import Network, SizeRange, estimate, formula
+from mpicoll.formulas import estimate, formula
+from mpicoll.model import Network, SizeRange
 from mpicoll.select import BEYOND_PAIR, CostModel, choose
 
 

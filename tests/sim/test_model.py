@@ -1,7 +1,7 @@
 """The α-β-γ model (:mod:`mpicoll.model`) against the published formulas.
 
 Pure Python, no MPI. For every algorithm with a published closed form
-(:data:`mpicoll.model.PUBLISHED`), the cost derived from its schedules
+(:data:`mpicoll.formulas.PUBLISHED`), the cost derived from its schedules
 equals the form for p in {2, 4, 8, 16, 64} and p in {3, 6, 12} where the
 form covers other p (the folds' extra steps), for counts that the blocks
 divide. Each coefficient is checked on its own, on networks where only α,
@@ -29,7 +29,8 @@ import pytest
 
 from mpicoll.coll import algorithms
 from mpicoll.collectives import COLLECTIVES
-from mpicoll.model import PUBLISHED, Network, formula, predict, profile
+from mpicoll.formulas import PUBLISHED, formula
+from mpicoll.model import Network, predict, profile
 from mpicoll.topo import floor_pow2
 
 ALPHA, BETA, GAMMA = Network(1, 0, 0), Network(0, 1, 0), Network(0, 0, 1)
