@@ -15,7 +15,7 @@ from mpicoll.bucketing import GradientBucketer
 from mpicoll.coll.registry import algorithms
 from mpicoll.comm import Comm
 from mpicoll.cuda import cuda_aware
-from mpicoll.engine import set_explain
+from mpicoll.choosing import set_explain
 from mpicoll.errors import (
     AlgorithmError,
     BufferSpecError,
