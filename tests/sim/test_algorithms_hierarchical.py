@@ -307,7 +307,7 @@ def test_simulate_takes_nodes():
 
 
 def test_auto_never_picks_topology_algorithms():
-    for c in ("allreduce", "bcast", "allgather"):
+    for c in ("allreduce", "bcast", "allgather", "alltoall", "alltoallv"):
         for size in (2, 3, 4, 8, 64):
             for nbytes in (0, 1 << 10, 1 << 16, 1 << 20, 1 << 26):
                 for commutative in (True, False):
