@@ -24,25 +24,24 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
-import numpy as np
 from mpi4py import MPI
 
 from mpicoll.calls import CallBuilder
-from mpicoll.collectives import COLLECTIVES
 from mpicoll.comm import Comm
-from mpicoll.cuda import copyto, empty_like
+from mpicoll.cuda import empty_like
 from mpicoll.engine import Call
 from mpicoll.guard import guard_settings, guarded_class
 from mpicoll.persistent import PERSISTENT, Persistent
+from mpicoll.tensor_args import (
+    TensorArguments,
+    row_elements,
+    stage_tensors,
+    unstage_tensors,
+)
 from mpicoll.torch_p2p import TorchPointToPoint
-from mpicoll.message import message
-from mpicoll.mpi_ops import as_op
-from mpicoll.ops import Op
 from mpicoll.errors import (
     BufferSpecError,
-    BufferSpecTypeError,
     InvalidArgumentError,
-    OpTypeError,
     InvalidArgumentTypeError,
 )
 from mpicoll.schedule.layout import inplace_send
@@ -72,7 +71,7 @@ class P2POp(NamedTuple):
     tag: int = 0
 
 
-class ProcessGroup(TorchPointToPoint, CallBuilder):
+class ProcessGroup(TorchPointToPoint, TensorArguments, CallBuilder):
     """torch.distributed's collectives on ``comm`` (an ``MPI.Intracomm``
     or :class:`mpicoll.Comm`; default ``MPI.COMM_WORLD``). Not collective
     to create."""
@@ -112,61 +111,6 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
 
     def __repr__(self) -> str:
         return f"<mpicoll.ProcessGroup rank {self.rank()} of {self.size()}>"
-
-    # ---------------------------------------------------------- tensors
-
-    def _tensor(self, x, collective, what, writable=True):
-        """A flat view of tensor ``x``'s memory (NumPy, or CuPy for device
-        memory), parsed as mpi4py parses a buffer: the buffer protocol,
-        DLPack or the CUDA array interface; zero-copy."""
-        if type(x) is np.ndarray and x.flags.c_contiguous and (
-                x.flags.writeable or not writable) and x.dtype.isbuiltin:
-            return x.reshape(-1)  # the common case, kept cheap
-        if isinstance(x, (list, tuple)) or x is None:  # torch: TypeError
-            raise BufferSpecTypeError(f"{what} must be a tensor, got "
-                                      f"{type(x).__name__}",
-                                      **self._where(collective))
-        if getattr(x, "requires_grad", False):
-            x = x.detach()  # the same memory; DLPack refuses grad tensors
-        m = message(x, readonly=not writable, where=self._where(collective))
-        if m.datatype == MPI.BYTE and COLLECTIVES[collective].reducing:
-            # a type MPI has no name for (bfloat16, ...) travels as bytes,
-            # which no reduction may be applied to
-            raise OpTypeError(f"{what}: no MPI datatype for its element "
-                              f"type, so it cannot be reduced",
-                              **self._where(collective))
-        return m.array
-
-    def _op(self, op, collective) -> Op:
-        try:
-            return as_op(op)
-        except TypeError as exc:  # not an op at all: torch's TypeError
-            raise InvalidArgumentTypeError(
-                str(exc), **self._where(collective)) from None
-        except ValueError as exc:  # an unknown name
-            raise InvalidArgumentError(str(exc),
-                                       **self._where(collective)) from None
-
-    def _root(self, root, collective) -> int:
-        if not isinstance(root, (int, np.integer)) or not \
-                0 <= root < self._engine.size:
-            raise InvalidArgumentError(
-                f"root {root!r} is not a rank of this communicator "
-                f"(size {self._engine.size})", **self._where(collective))
-        return int(root)
-
-    def _tensors(self, xs, collective, what, writable=True) -> list:
-        if not isinstance(xs, (list, tuple)) or len(xs) != self._engine.size:
-            raise BufferSpecError(
-                f"{what} must list {self._engine.size} tensors, got "
-                f"{len(xs) if isinstance(xs, (list, tuple)) else xs!r}",
-                **self._where(collective))
-        flats = [self._tensor(x, collective, f"{what}[{q}]", writable)
-                 for q, x in enumerate(xs)]
-        if any(f.dtype != flats[0].dtype for f in flats):
-            raise BufferSpecError(f"{what}: every tensor must have one dtype",
-                                  **self._where(collective))
-        return flats
 
     def _again(self, memo, async_op) -> tuple:
         """``(True, what the call returns)`` for a repeat of a call already
@@ -268,7 +212,7 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
         return self._gathering(
             c, send, staging, counts, 0, algorithm,
             (*tensor_list, tensor, staging), async_op, inplace=False,
-            finish=_unstage(flats, staging, counts))
+            finish=unstage_tensors(flats, staging, counts))
 
     def reduce_scatter_tensor(self, output, input, op=ReduceOp.SUM,
                               async_op=False, *, algorithm="auto"):
@@ -304,7 +248,7 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
                 f"output must match input_list[{self._engine.rank}] "
                 f"({counts[self._engine.rank]} elements of "
                 f"{flats[0].dtype})", **self._where(c))
-        send = _stage(flats, counts)
+        send = stage_tensors(flats, counts)
         return self._reduce_scatter(c, send, recv, counts, counts, op,
                                     algorithm, (output, *input_list, send),
                                     async_op)
@@ -329,7 +273,7 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
         return self._gathering(
             c, send, staging, send.size, dst, algorithm,
             (*gather_list, tensor, staging), async_op, inplace=False,
-            finish=_unstage(flats, staging, (send.size,) * len(flats)))
+            finish=unstage_tensors(flats, staging, (send.size,) * len(flats)))
 
     def scatter(self, tensor, scatter_list=None, src=0, async_op=False, *,
                 algorithm="auto"):
@@ -350,7 +294,7 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
                     f"scatter_list must hold tensors of tensor's size "
                     f"({recv.size} elements of {recv.dtype})",
                     **self._where(c))
-            send = _stage(flats, (recv.size,) * len(flats))
+            send = stage_tensors(flats, (recv.size,) * len(flats))
             owners = (tensor, *scatter_list, send)
         engine = self._engine
 
@@ -392,9 +336,9 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
             return engine.launch(Call(c, algorithm, send, recv,
                                       send.size // size, None, 0, native,
                                       (output, input)), async_op)
-        scounts = self._splits(input_split_sizes, send, _row(input),
+        scounts = self._splits(input_split_sizes, send, row_elements(input),
                                "input_split_sizes")
-        rcounts = self._splits(output_split_sizes, recv, _row(output),
+        rcounts = self._splits(output_split_sizes, recv, row_elements(output),
                                "output_split_sizes")
         return self._alltoallv(send, recv, scounts, rcounts, algorithm,
                                (output, input), async_op)
@@ -413,12 +357,12 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
                                   "dtype", **self._where(c))
         scounts = tuple(f.size for f in ins)
         rcounts = tuple(f.size for f in outs)
-        send = _stage(ins, scounts)
+        send = stage_tensors(ins, scounts)
         recv = empty_like(send, sum(rcounts))
         return self._alltoallv(
             send, recv, scounts, rcounts, algorithm,
             (*output_tensor_list, *input_tensor_list, send, recv), async_op,
-            finish=_unstage(outs, recv, rcounts))
+            finish=unstage_tensors(outs, recv, rcounts))
 
     def scan(self, tensor, op=ReduceOp.SUM, async_op=False, *,
              algorithm="auto"):
@@ -464,65 +408,6 @@ class ProcessGroup(TorchPointToPoint, CallBuilder):
         if done:
             return work
         return self._barrier(algorithm, async_op, memo)
-
-    # ----------------------------------------------------------- checks
-
-    def _whole_blocks(self, whole, block, collective, whole_name,
-                      block_name) -> None:
-        self._same_memory(whole, block, collective)
-        size = self._engine.size
-        if whole.dtype != block.dtype or whole.size != block.size * size:
-            raise BufferSpecError(
-                f"{whole_name} must be {size} x {block.size} elements of "
-                f"{block.dtype} (the size of {block_name}), got "
-                f"{whole.size} of {whole.dtype}", **self._where(collective))
-
-    def _splits(self, splits, buf, row: int, what) -> tuple[int, ...]:
-        """Per-rank element counts of ``buf`` from split sizes in rows of
-        ``row`` elements, checked; None: equal blocks."""
-        c = "alltoallv"
-        size = self._engine.size
-        if splits is None:
-            if buf.size % size:
-                raise BufferSpecError(
-                    f"{buf.size} elements do not split into {size} equal "
-                    f"blocks; pass {what}", **self._where(c))
-            return (buf.size // size,) * size
-        counts = tuple(int(n) * row for n in splits)
-        if len(counts) != size or min(counts) < 0 or sum(counts) != buf.size:
-            raise BufferSpecError(
-                f"{what} {list(splits)} must be {size} non-negative sizes "
-                f"summing to the first dimension", **self._where(c))
-        return counts
-
-
-def _row(tensor) -> int:
-    """Elements per index of a tensor's first dimension."""
-    shape = tuple(tensor.shape)
-    if not shape or shape[0] == 0:
-        return 1
-    return int(np.prod(shape[1:], dtype=np.int64))
-
-
-def _stage(flats, counts):
-    """The flat views ``flats`` copied end to end into one new buffer."""
-    staging = empty_like(flats[0], sum(counts))
-    start = 0
-    for f, n in zip(flats, counts):
-        copyto(staging[start:start + n], f)
-        start += n
-    return staging
-
-
-def _unstage(flats, staging, counts):
-    """A ``finish`` copying ``staging``'s blocks back into ``flats``."""
-    def finish():
-        start = 0
-        for f, n in zip(flats, counts):
-            copyto(f, staging[start:start + n])
-            start += n
-
-    return finish
 
 
 # The collective methods a guarded ProcessGroup wraps (mpicoll.guard).
