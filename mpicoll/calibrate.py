@@ -47,7 +47,6 @@ import datetime
 import json
 import os
 import platform
-import socket
 import sys
 from functools import partial
 
@@ -248,7 +247,7 @@ def machine() -> dict:
                         if line.startswith("model name")), cpu)
     except OSError:
         pass
-    return {"hostname": socket.gethostname(), "cpu": cpu,
+    return {"hostname": platform.node(), "cpu": cpu,
             "cores": os.cpu_count()}
 
 
