@@ -1,0 +1,104 @@
+"""mpicoll.netsim at large rank counts: one program, every network family.
+
+    python bench/netsim_scale.py --ranks 65536 --keep 4 --symmetric \\
+        --simgrid "$(scripts/simgrid41.sh --print-dir)" \\
+        --network ring:65536 --network torus:16x64x64 --network hypercube:16 \\
+        --network "fattree:2;256,256;1,256;1,1" --network dragonfly:16,16,16,16
+
+``python -m mpicoll.simulate --model simgrid`` builds the schedules again
+for every network; at 65,536 ranks building them takes longer than
+simulating them (a ring's 131,070 rounds, for rank 0 and the sampled
+ranks that ``--symmetric`` checks). This builds each algorithm's program
+once per size (:mod:`mpicoll.netsim.program`, the same calls as
+:func:`mpicoll.netsim.simulate`) and replays it on each ``--network``
+(:func:`mpicoll.netsim.run_program`), one after another. One line per
+run: the predicted time, the flows simulated and the rounds charged
+without being simulated, the seconds it took to build the program (once
+per algorithm and size, repeated on each of its lines), the SimGrid
+child's wall time and peak memory, and the SimGrid version. Rank ``r``
+sits on node ``r`` (one rank per node); γ as the simulate command's
+default (1e-10 s per byte), α and β the platforms' defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from mpicoll.bench.cli import parse_size
+from mpicoll.bench.specs import SPECS
+from mpicoll.coll import lookup
+from mpicoll.netsim import parse, run_program
+from mpicoll.netsim.program import build, compress, sig, symmetric_sigs
+
+GAMMA = 1e-10  # s per byte reduced: python -m mpicoll.simulate's default
+ITEMSIZE = 4  # float32
+
+
+def program(collective: str, algorithm: str, size: int, count: int,
+            keep: int | None, symmetric: bool):
+    """The flows of ``algorithm`` on ``size`` ranks (rank r on node r) and
+    the symmetry used, as :func:`mpicoll.netsim.simulate` builds them."""
+    alg = lookup(collective, algorithm)
+    nodes = tuple(range(size))
+
+    def rank_sig(rank):
+        return sig(alg.schedule(rank, size, count, nodes=nodes), ITEMSIZE)
+
+    if symmetric:
+        sigs, runs, symmetry = symmetric_sigs(rank_sig, size, keep)
+    else:
+        sigs, runs, symmetry = [rank_sig(r) for r in range(size)], (), None
+        if keep is not None:
+            sigs, runs = compress(sigs, keep)
+    return build(sigs, runs), symmetry
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("-c", "--collective", default="allreduce",
+                   choices=sorted(SPECS))
+    p.add_argument("-a", "--algorithm",
+                   default="ring,recursive_doubling,rabenseifner",
+                   help="comma list of hand-built algorithms")
+    p.add_argument("--ranks", type=int, default=65536)
+    p.add_argument("--size", default="1M",
+                   help="comma list of sizes (the benchmark's bytes)")
+    p.add_argument("--network", action="append", required=True,
+                   help="a platform spec (repeat the option for more)")
+    p.add_argument("--keep", type=int, metavar="K",
+                   help="simulate K rounds of each run of identical rounds")
+    p.add_argument("--symmetric", action="store_true",
+                   help="build rank 0's schedule and a sample only")
+    p.add_argument("--simgrid", metavar="DIR",
+                   help="folder of the SimGrid module (default: the venv's)")
+    p.add_argument("--timeout", type=float, default=600.0)
+    args = p.parse_args(argv)
+    platforms = [parse(spec) for spec in args.network]
+    for plat in platforms:
+        plat.node_map(args.ranks)  # PlatformError if the ranks do not fit
+    spec = SPECS[args.collective]
+    print("collective algorithm network ranks bytes predicted_us flows "
+          "rounds_cut symmetry build_s simgrid_wall_s simgrid_peak_mb "
+          "simgrid", flush=True)
+    for algorithm in args.algorithm.split(","):
+        for size in map(parse_size, args.size.split(",")):
+            count = spec.count_for(size, args.ranks, ITEMSIZE)
+            t0 = time.perf_counter()
+            prog, symmetry = program(args.collective, algorithm, args.ranks,
+                                     count, args.keep, args.symmetric)
+            built = time.perf_counter() - t0
+            for plat in platforms:
+                res = run_program(prog, plat, gamma=GAMMA, itemsize=ITEMSIZE,
+                                  timeout=args.timeout, simgrid=args.simgrid)
+                print(f"{args.collective} {algorithm} {plat.spec} "
+                      f"{args.ranks} {spec.nbytes(count, args.ranks, ITEMSIZE)} "
+                      f"{res.time * 1e6:.2f} {res.flows} {res.rounds_cut} "
+                      f"{symmetry or 'exact'} {built:.1f} {res.wall:.1f} "
+                      f"{res.maxrss_mb:.0f} {res.version}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
