@@ -19,7 +19,7 @@ from mpicoll.errors import ConstraintError, InvalidArgumentError, OpTypeError
 from mpicoll.mpi_ops import as_op
 from mpicoll.select import Choice, choose, hand_built
 
-CHOICES = 256  # choices and checked kinds of call remembered per engine
+CHOICES = 1024  # choices and checked kinds of call remembered per engine
 CALLABLE = ("a Python callable op would need an MPI.Op made for it "
             "(mpi4py allows few)")
 

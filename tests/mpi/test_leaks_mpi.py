@@ -203,10 +203,14 @@ def caches(comm) -> dict[str, tuple[int, int | None]]:
     progress = mpicoll.progress._engine
     build = mpicoll.coll.registry._build.cache_info()
     return {
-        "engine._choices": (len(engine._choices), None),
-        "engine._checked": (len(engine._checked), None),
+        "engine._choices": (len(engine._choices),
+                            min(mpicoll.choosing.CHOICES, CACHE_BOUND)),
+        "engine._checked": (len(engine._checked),
+                            min(mpicoll.choosing.CHOICES, CACHE_BOUND)),
         "engine._replays": (len(engine._replays),
                             min(mpicoll.replay.REPLAYS, CACHE_BOUND)),
+        "engine._alike": (len(engine._alike),
+                          min(mpicoll.replay.REPLAYS, CACHE_BOUND)),
         "engine._restarts": (len(engine._restarts),
                              min(mpicoll.replay.REPLAYS, CACHE_BOUND)),
         "context._plans": (len(ctx._plans),
