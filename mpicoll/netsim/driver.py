@@ -24,7 +24,9 @@ runs on SimGrid's ``raw`` contexts (safe because it is the only Python
 actor) at a few µs per flow. SimGrid 3.32 removes each finished transfer
 from a list of the issuing actor's activities in time linear in that list,
 so a round of p concurrent flows costs O(p²): recursive doubling takes
-~2 s at 4,096 ranks, ~34 s at 16,384 and over 150 s at 65,536.
+~2 s at 4,096 ranks, ~34 s at 16,384 and over 150 s at 65,536. SimGrid
+4.1 keeps them in a set: 43-88 s at 65,536 ranks on the networks of
+docs/simulation.md ("At 65,536 ranks").
 
 SimGrid allows one engine per process, so every simulation runs in a child
 process (:mod:`mpicoll.netsim.replay`). The child imports the ``simgrid``
