@@ -6,7 +6,7 @@
         --network "fattree:2;256,256;1,256;1,1" --network dragonfly:16,16,16,16
 
 ``python -m mpicoll.simulate --model simgrid`` builds the schedules again
-for every network; at 65,536 ranks building them takes longer than
+for every network; at 65,536 ranks building them takes about as long as
 simulating them (a ring's 131,070 rounds, for rank 0 and the sampled
 ranks that ``--symmetric`` checks). This builds each algorithm's program
 once per size (:mod:`mpicoll.netsim.program`, the same calls as
