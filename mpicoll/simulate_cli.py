@@ -48,6 +48,7 @@ from mpicoll.calibration import Calibration, CalibrationError, \
     load_calibration
 from mpicoll.collectives import COLLECTIVES
 from mpicoll.model import Network, predict
+from mpicoll.netsim.driver import simgrid_folder
 from mpicoll.netsim.platform import Platform, PlatformError, parse
 from mpicoll.select import rules_from_records
 
@@ -154,6 +155,11 @@ def parse_args(argv) -> argparse.Namespace:
         args.platform = platform(args)
     except PlatformError as e:
         p.error(str(e))
+    if args.model == "simgrid":
+        try:  # the folder, now: a usage error, not the child's traceback
+            args.simgrid = simgrid_folder(args.simgrid)
+        except FileNotFoundError as e:
+            p.error(f"--simgrid or MPICOLL_SIMGRID: {e}")
     return args
 
 

@@ -86,6 +86,17 @@ def test_bad_arguments_exit_2(capsys):
     assert "usage" in capsys.readouterr().err
 
 
+def test_a_simgrid_folder_without_simgrid_is_a_usage_error(tmp_path, capsys,
+                                                          monkeypatch):
+    monkeypatch.delenv("MPICOLL_SIMGRID", raising=False)
+    assert main(["--model", "simgrid", "--simgrid", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "usage" in err and "no SimGrid module" in err
+    monkeypatch.setenv("MPICOLL_SIMGRID", str(tmp_path / "none"))
+    assert main(["--model", "simgrid"]) == 2
+    assert "MPICOLL_SIMGRID" in capsys.readouterr().err
+
+
 def test_module_entry_point():
     proc = subprocess.run([sys.executable, "-m", "mpicoll.simulate", "-a",
                            "ring", "--ranks", "4", "-b", "64", "-e", "64"],
