@@ -19,7 +19,8 @@ same method and ``algorithm=``, the same non-array arguments (op, root,
 writeable. A later call on *new* arrays alike in every way (fresh views,
 a result computed anew each step) parses, checks and chooses exactly as
 that call did, so it makes the library's call on its own arrays at once
-(:meth:`Replays.replayed`), about 2 us instead of 14 us at one rank.
+(:meth:`Replays.replayed`): 3.7 us instead of 14.6 us at one rank
+(``bench/call_overhead.py``, the new-views row).
 """
 
 from __future__ import annotations
