@@ -76,18 +76,27 @@ def test_node_map(any_comm):
         r // k for r in range(comm.size))
 
 
+def spy_on_builder(monkeypatch, collective: str, name: str,
+                   keyword: str) -> list:
+    """Wrap the registered builder of ``collective``'s ``name`` for this
+    test: the list it returns collects the ``keyword`` argument (the node
+    map, the Cartesian dims) of every schedule built."""
+    real = lookup(collective, name)
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs[keyword])
+        return real.build(*args, **kwargs)
+
+    monkeypatch.setitem(registry._REGISTRY[collective], name,
+                        dataclasses.replace(real, build=spy))
+    return seen
+
+
 def test_plans_get_the_node_map(any_comm, monkeypatch):
     """Context.plan hands the node map to topology-aware builders."""
     _, comm = any_comm
-    real = lookup("allreduce", "hierarchical")
-    seen = []
-
-    def spy(*args, nodes, **kwargs):
-        seen.append(nodes)
-        return real.build(*args, nodes=nodes, **kwargs)
-
-    monkeypatch.setitem(registry._REGISTRY["allreduce"], "hierarchical",
-                        dataclasses.replace(real, build=spy))
+    seen = spy_on_builder(monkeypatch, "allreduce", "hierarchical", "nodes")
     x = np.ones(10)
     comm.Allreduce(MPI.IN_PLACE, x, MPI.SUM, algorithm="hierarchical")
     assert np.all(x == comm.size)

@@ -13,16 +13,15 @@ checked by ``test_primitives_mpi``'s comparisons with native MPI.
 
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.coll import lookup, registry
 from mpidata import values
 from test_collectives_mpi import test_allreduce as check_allreduce
+from test_hierarchical_mpi import spy_on_builder
 from test_primitives_mpi import test_alltoall as check_alltoall
 from test_primitives_mpi import test_alltoallv as check_alltoallv
 
@@ -59,15 +58,7 @@ def test_torus_on_a_cartcomm(cart, op_name, inplace):
 
 def test_the_builder_gets_the_dims(cart, monkeypatch):
     dims, comm = cart
-    real = lookup("allreduce", "torus")
-    seen = []
-
-    def spy(*args, dims, **kwargs):
-        seen.append(dims)
-        return real.build(*args, dims=dims, **kwargs)
-
-    monkeypatch.setitem(registry._REGISTRY["allreduce"], "torus",
-                        dataclasses.replace(real, build=spy))
+    seen = spy_on_builder(monkeypatch, "allreduce", "torus", "dims")
     x = values(comm.rank, 100, "float64")
     comm.Allreduce(MPI.IN_PLACE, x, MPI.SUM, algorithm="torus")
     assert seen == [dims]
