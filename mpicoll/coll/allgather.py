@@ -48,14 +48,13 @@ def ring_steps(b: ScheduleBuilder, rank: int, size: int, counts,
 
 
 def recursive_doubling_steps(b: ScheduleBuilder, rank: int, size: int, counts,
-                             data: Span, *, fold: bool = True) -> None:
+                             data: Span) -> None:
     """Recursive-doubling allgather of the blocks of ``data``, in place, any p.
 
     On entry rank ``r`` holds block ``r`` of ``data``; on exit every block.
     With ``pof2 = floor_pow2(p)`` and ``rem = p - pof2``: each of the first
-    ``rem`` even ranks first gives its block to the odd rank above it
-    (skipped with ``fold=False``, for callers that left those odd ranks
-    holding both blocks already); the ``pof2`` core ranks then exchange
+    ``rem`` even ranks first gives its block to the odd rank above it; the
+    ``pof2`` core ranks then exchange
     ever larger ranges of blocks with partners at distance 1, 2, 4, ... (in
     core ranks, whose blocks are contiguous, see
     :func:`~mpicoll.topo.fold_bounds`); last,
@@ -66,7 +65,7 @@ def recursive_doubling_steps(b: ScheduleBuilder, rank: int, size: int, counts,
     core = fold_rank(rank, size)
     bounds = block_bounds(counts)
     edges = fold_bounds(bounds)
-    if fold and rank < 2 * rem:
+    if rank < 2 * rem:
         if rank % 2 == 0:
             b.exchange(sends=[(rank + 1, data.sub(bounds[rank], bounds[rank + 1]))])
         else:

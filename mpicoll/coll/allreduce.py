@@ -5,17 +5,16 @@ makes them the same memory, so no schedule here writes a part of ``recv``
 before it has last read that part of ``send`` (three-operand reductions,
 ``recv = incoming op send``, are both alias-safe and copy-free).
 
-Besides recursive doubling, the algorithms are compositions of components
-from the other collectives' modules, as in MPICH: ring = ring
-reduce-scatter + ring allgather, Rabenseifner = recursive-halving
-reduce-scatter + recursive-doubling allgather, reduce_bcast = binomial
-reduce + binomial broadcast. The compositions keep their partial sums in
-``recv``, which the reduce-scatters take as ``work``.
+Besides recursive doubling and Rabenseifner (written out here in MPICH's
+step order, nearest partner first, which the reduce-scatter component
+cannot take: it must leave block ``r`` on rank ``r``), the algorithms are
+compositions of components from the other collectives' modules, as in
+MPICH: ring = ring reduce-scatter + ring allgather, reduce_bcast =
+binomial reduce + binomial broadcast. The compositions keep their partial
+sums in ``recv``, which the reduce-scatters take as ``work``.
 """
 
 from __future__ import annotations
-
-from functools import partial
 
 from mpicoll.coll import allgather, bcast, reduce, reduce_scatter
 from mpicoll.coll.registry import register
@@ -127,35 +126,76 @@ def ring(rank, size, count, *, commutative) -> Schedule:
 def rabenseifner(rank, size, count, *, commutative) -> Schedule:
     """Rabenseifner: recursive-halving reduce-scatter then recursive-doubling allgather.
 
-    The vector is cut into ``pof2 = floor_pow2(p)`` near-equal blocks, one
-    per rank of the power-of-two core (folded even ranks get none: they hand
-    their whole vector to the odd rank above first, and get the result back
-    last, as in MPICH; the fold between the two halves is skipped).
-    Commutative ops only; any p. See
-    :func:`mpicoll.coll.reduce_scatter.recursive_halving_steps` and
-    :func:`mpicoll.coll.allgather.recursive_doubling_steps`.
+    MPICH's order (``allreduce_intra_reduce_scatter_allgather``): the
+    vector is cut into ``pof2 = floor_pow2(p)`` near-equal blocks; in
+    halving step ``k`` core rank ``c`` and its partner ``c ^ 2^k`` (distance
+    1 first) split the range of blocks they both still cover, the lower
+    rank keeping the lower half: each sends the other half and reduces the
+    half it keeps with what it receives. So the largest messages go to the
+    nearest ranks (on a torus or a dragonfly, the neighbours: far partners
+    only ever exchange small pieces), and core rank ``c`` ends with the
+    block whose index is ``c``'s bits reversed. The allgather runs the steps
+    backwards (distance ``pof2/2`` first), each rank sending all it holds
+    and receiving its partner's range. Non-powers of two fold as recursive
+    doubling does: each of the first ``p - pof2`` even ranks sends its
+    vector to the odd rank above, which reduces it into its own, and gets
+    the result back last. Commutative ops only; any p.
 
     Rounds: ``2 log2 p`` for a power of two, else ``2 floor(log2 p) + 2``
     on the folded odd ranks (2 on the even ones).
     Bytes sent per rank: ``2n (pof2-1)/pof2``, plus ``n`` on the folded
-    ranks.
-    Temp memory: about ``count/2`` elements (``count`` on folded odd ranks,
-    none on folded even ones); partial sums live in ``recv``.
+    ranks; step ``k`` of each phase moves ``n / 2^(k+1)`` (halving) or
+    ``n 2^k / pof2`` (doubling).
+    Temp memory: the first half received, about ``count/2`` elements
+    (``count`` on folded odd ranks, none on folded even ones); partial sums
+    live in ``recv``.
     Reference: Rabenseifner 2004; Thakur, Rabenseifner & Gropp 2005; MPICH
     ``allreduce_intra_reduce_scatter_allgather``.
 
-    Trace, p=4, blocks B0..B3: step 1: pairs (0,2), (1,3) swap halves and
-    reduce (0,1 keep B0,B1; 2,3 keep B2,B3); step 2: pairs (0,1), (2,3) swap
-    quarters: rank r holds reduced Br; steps 3-4 run that backwards: pairs
-    (0,1), (2,3) swap blocks, then (0,2), (1,3) swap pairs of blocks.
+    Trace, p=4, blocks B0..B3: step 1: pairs (0,1), (2,3) swap halves and
+    reduce (0 and 2 keep B0,B1; 1 and 3 keep B2,B3); step 2: pairs (0,2),
+    (1,3) swap quarters: ranks 0, 1, 2, 3 hold reduced B0, B2, B1, B3;
+    steps 3-4 run that backwards: pairs (0,2), (1,3) swap blocks, then
+    (0,1), (2,3) swap pairs of blocks.
     """
-    core_counts = block_partition(count, floor_pow2(size))
-    folds = [fold_rank(r, size) for r in range(size)]
-    counts = tuple(0 if c is None else core_counts[c] for c in folds)
-    return _reduce_scatter_allgather(
-        partial(reduce_scatter.recursive_halving_steps, unfold=False),
-        partial(allgather.recursive_doubling_steps, fold=False),
-        counts, rank, size)
+    b = ScheduleBuilder()
+    send, recv = Span("send", 0, count), Span("recv", 0, count)
+    pof2 = floor_pow2(size)
+    core = fold_rank(rank, size)
+    if size == 1:
+        b.copy(send, recv)
+        return b.build()
+    if core is None:  # a folded even rank: hand over, get the result back
+        b.exchange(sends=[(rank + 1, send)])
+        b.exchange(recvs=[(rank + 1, recv)])
+        return b.build()
+    bounds = block_bounds(block_partition(count, pof2))
+    folded = rank < 2 * (size - pof2)
+    scratch = b.alloc(count if folded else bounds[pof2 // 2])  # the larger half
+    src = send  # where this rank's partial sums are read from
+    if folded:
+        b.exchange(recvs=[(rank - 1, scratch)])
+        b.reduce(scratch, send, recv)
+        src = recv
+    steps = []  # (peer, kept [lo, hi), given [lo, hi)) in elements
+    lo, hi, mask = 0, pof2, 1
+    while mask < pof2:
+        mid = (lo + hi) // 2
+        low = not core & mask
+        keep, give = ((lo, mid), (mid, hi)) if low else ((mid, hi), (lo, mid))
+        k, g = [(bounds[x], bounds[y]) for x, y in (keep, give)]
+        peer = unfold_rank(core ^ mask, size)
+        landing = scratch.sub(0, k[1] - k[0])
+        b.exchange(sends=[(peer, src.sub(*g))], recvs=[(peer, landing)])
+        b.reduce(landing, src.sub(*k), recv.sub(*k))
+        src = recv
+        steps.append((peer, k, g))
+        (lo, hi), mask = keep, mask << 1
+    for peer, k, g in reversed(steps):
+        b.exchange(sends=[(peer, recv.sub(*k))], recvs=[(peer, recv.sub(*g))])
+    if folded:
+        b.exchange(sends=[(rank - 1, recv)])
+    return b.build()
 
 
 @register("allreduce", "reduce_bcast")
@@ -166,9 +206,8 @@ def reduce_bcast(rank, size, count, *, commutative) -> Schedule:
     the fastest. See :func:`mpicoll.coll.reduce.binomial_steps` and
     :func:`mpicoll.coll.bcast.binomial_steps`.
 
-    Rounds: ``ceil(log2 p) + floor(log2 p)`` along the deepest path (the
-    reduce receives one child per round, the broadcast sends to all
-    children in one): ``2 log2 p`` for a power of two.
+    Rounds: ``2 ceil(log2 p)`` along the deepest path (the reduce receives
+    from one child per round, the broadcast sends to one per round).
     Bytes sent per rank: up to ``n ceil(log2 p)`` (rank 0 in the broadcast).
     Temp memory: none on leaves, up to ``count`` elements on inner ranks
     (their partial sums live in ``recv``).

@@ -41,15 +41,17 @@ def binomial_steps(b: ScheduleBuilder, rank: int, size: int, root: int,
     """Broadcast the root's ``data`` to every rank's ``data`` down a binomial tree.
 
     Virtual ranks ``(rank - root) % p``; a rank receives from its parent in
-    one round and sends to all its children in the next, farthest child
-    (largest subtree) first.
+    one round, then sends to one child per round, farthest child (largest
+    subtree) first, as MPICH's blocking sends do: the first child starts
+    forwarding after one message time instead of sharing the parent's link
+    with its siblings until the last copy is out.
     """
     vrank = (rank - root) % size
     parent = binomial_parent(vrank)
     if parent is not None:
         b.exchange(recvs=[((parent + root) % size, data)])
-    b.exchange(sends=[((child + root) % size, data)
-                      for child in reversed(binomial_children(vrank, size))])
+    for child in reversed(binomial_children(vrank, size)):
+        b.exchange(sends=[((child + root) % size, data)])
 
 
 @register("bcast", "binomial")
@@ -58,14 +60,14 @@ def binomial(rank, size, count, *, root) -> Schedule:
 
     Any size and count.
 
-    Rounds: ``floor(log2 p)`` along the deepest path, at most 2 per rank
-    (receive, then send to every child; the root's ``ceil(log2 p)`` sends
-    share one round).
+    Rounds: ``ceil(log2 p)`` along the deepest path (the root sends in each;
+    a rank receives in one round, then sends to one child per round).
     Bytes sent: ``n`` per child, ``n ceil(log2 p)`` by the root.
     Temp memory: none.
     Reference: Thakur, Rabenseifner & Gropp 2005; MPICH ``bcast_intra_binomial``.
 
-    Trace, p=4, root 0: 0 sends to 2 then 1; 2 receives, then sends to 3.
+    Trace, p=4, root 0: round 1: 0 sends to 2; round 2: 0 sends to 1 and 2
+    to 3.
     """
     b = ScheduleBuilder()
     binomial_steps(b, rank, size, root, Span("recv", 0, count))
@@ -85,7 +87,7 @@ def scatter_allgather(rank, size, count, *, root, allgather) -> Schedule:
     fewer rounds for medium vectors) completes every rank's copy, all in
     ``recv``.
 
-    Rounds: ``floor(log2 p) + p-1`` with the ring allgather, ``2 log2 p``
+    Rounds: ``ceil(log2 p) + p-1`` with the ring allgather, ``2 log2 p``
     with recursive doubling for a power of two (the scatter's tree depth
     plus the allgather's rounds).
     Bytes sent: about ``n (p-1)/p`` by the root in the scatter and
@@ -95,8 +97,8 @@ def scatter_allgather(rank, size, count, *, root, allgather) -> Schedule:
     Reference: Barnett, Shuler, van de Geijn et al. 1994; Thakur,
     Rabenseifner & Gropp 2005; MPICH ``bcast_intra_scatter_ring_allgather``.
 
-    Trace, p=4, root 0, blocks B0..B3: scatter: 0 sends B2,B3 to 2 and B1 to
-    1, then 2 sends B3 to 3; ring allgather: 3 rounds, rank i sending to
+    Trace, p=4, root 0, blocks B0..B3: scatter: 0 sends B2,B3 to 2, then B1
+    to 1 while 2 sends B3 to 3; ring allgather: 3 rounds, rank i sending to
     i+1 the block it got last.
     """
     if allgather not in _ALLGATHERS:

@@ -151,7 +151,7 @@ def hierarchical_reduce_bcast(rank, size, count, *, commutative,
     recursive-doubling allreduce among the leaders, binomial broadcast
     inside the node. Any op, any placement.
 
-    Rounds: ``ceil(log2 L) + floor(log2 L) + floor(log2 m)`` on ``m`` nodes
+    Rounds: ``2 ceil(log2 L) + floor(log2 m)`` on ``m`` nodes
     of ``L``: the reduce and the broadcast inside, recursive doubling
     across (``+2`` if m is not a power of two).
     Bytes sent: ``n`` per non-leader to its parent, ``n log2 m`` per leader
@@ -191,9 +191,9 @@ def hierarchical_bcast(rank, size, count, *, root, nodes) -> Schedule:
     :func:`mpicoll.coll.bcast.binomial_steps`, so each byte crosses to a
     node once. Any root, nodes and placement.
 
-    Rounds: ``floor(log2 m) + floor(log2 L)`` on ``m`` nodes of ``L``
+    Rounds: ``ceil(log2 m) + ceil(log2 L)`` on ``m`` nodes of ``L``
     along the deepest path: across the nodes, then inside them (a
-    binomial tree's sends to all children share one round).
+    binomial tree sends to one child per round).
     Bytes sent: ``n`` per child (the root ``n ceil(log2 m)`` across nodes
     plus its children inside).
     Temp memory: none.

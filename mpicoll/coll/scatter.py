@@ -95,17 +95,18 @@ def binomial_scatter_steps(b: ScheduleBuilder, rank: int, size: int, root: int,
     ``counts[i]`` is block ``i``'s length; block ``i`` sits at its
     displacement in ``data`` on the root and lands at the same place on rank
     ``i``. A rank receives its whole subtree's blocks from its parent (one
-    round), then hands each child its subtree in one round, farthest child
+    round), then hands one child per round its subtree, farthest child
     (largest subtree) first; a subtree that wraps around the end of the
     vector travels as two messages (:func:`subtree_spans`). A non-root may
     pass a :class:`Window` as ``data``, to keep just its subtree.
 
-    Rounds: ``floor(log2 p)`` along the deepest path, at most 2 per rank.
+    Rounds: ``ceil(log2 p)`` along the deepest path (the root sends in
+    each; a rank receives in one round, then sends to one child per round).
     Sent by the root: ``n (p-1)/p``; temp memory: none.
     Reference: Thakur, Rabenseifner & Gropp 2005 (binomial scatter); MPICH.
 
-    Trace, p=4, root 0: round 1: 0 sends blocks 2,3 to 2 and block 1 to 1;
-    round 2: 2 sends block 3 to 3.
+    Trace, p=4, root 0: round 1: 0 sends blocks 2,3 to 2; round 2: 0 sends
+    block 1 to 1 and 2 sends block 3 to 3.
     """
     bounds = block_bounds(counts)
     vrank = (rank - root) % size
@@ -113,11 +114,9 @@ def binomial_scatter_steps(b: ScheduleBuilder, rank: int, size: int, root: int,
     if parent is not None:
         peer = (parent + root) % size
         b.exchange(recvs=[(peer, s) for s in subtree_spans(data, bounds, root, vrank)])
-    b.exchange(sends=[
-        ((child + root) % size, s)
-        for child in reversed(binomial_children(vrank, size))
-        for s in subtree_spans(data, bounds, root, child)
-    ])
+    for child in reversed(binomial_children(vrank, size)):
+        b.exchange(sends=[((child + root) % size, s)
+                          for s in subtree_spans(data, bounds, root, child)])
 
 
 def _linear(rank, size, counts, root) -> Schedule:
@@ -170,7 +169,7 @@ def binomial(rank, size, count, *, root) -> Schedule:
     """Binomial-tree scatter: ``log2 p`` levels, each halving what moves on.
 
     A rank receives its subtree's blocks from its parent in one round and
-    hands each child its part in the next (:func:`binomial_scatter_steps`).
+    hands one child per round its part (:func:`binomial_scatter_steps`).
     The root sends straight from ``send``, leaves receive straight into
     ``recv``, and inner ranks keep their subtree in scratch, then copy their
     block out. A subtree that wraps past the last rank travels as two
@@ -178,8 +177,8 @@ def binomial(rank, size, count, *, root) -> Schedule:
     into scratch at a root other than 0). Any size, count and root; in
     place at the root.
 
-    Rounds: ``floor(log2 p)`` along the deepest path (a rank sends to all
-    its children in one round), at most 2 per rank.
+    Rounds: ``ceil(log2 p)`` along the deepest path (a rank sends to one
+    child per round, the root in each round).
     Bytes sent: ``n (p-1)/p`` by the root (``n = count * p``), its
     subtree's blocks but its own by an inner rank.
     Temp memory: none on the root and on leaves, ``count`` times the
@@ -227,8 +226,7 @@ def binomial_v(rank, size, count, *, root) -> Schedule:
     exchanges the counts first, and every rank passes the same tuple. Any
     size, counts (zeros too) and root; in place at the root.
 
-    Rounds: ``floor(log2 p)`` along the deepest path, at most 2 per rank,
-    as :func:`binomial`.
+    Rounds: ``ceil(log2 p)`` along the deepest path, as :func:`binomial`.
     Bytes sent: every block but its own by the root, its subtree's blocks
     but its own by an inner rank.
     Temp memory: none on the root and on leaves, the sum of its subtree's

@@ -30,7 +30,7 @@ from mpicoll.schedule.core import Copy, ScheduleBuilder, Span
 from mpicoll.schedule.plan import bind
 from mpicoll.schedule.simulate import run_plans
 from mpicoll.simulate import garbage, simulate
-from mpicoll.topo import block_partition, floor_pow2
+from mpicoll.topo import block_partition, floor_pow2, fold_rank
 
 SIZES = (1, 2, 3, 4, 5, 7, 8, 12, 17)
 SUM = builtin_op("sum")
@@ -156,21 +156,28 @@ def test_allgather_components(steps, size):
         assert all(list(d) == full for d in datas), counts
 
 
-@pytest.mark.parametrize("size", SIZES)
-def test_recursive_doubling_without_fold(size):
-    """``fold=False`` (Rabenseifner's allreduce): the odd ranks of the fold
-    already hold their neighbour's block, which is then never sent."""
-    rem = size - floor_pow2(size)
-    for counts in component_counts(size):
-        datas, full = run_allgather(allgather.recursive_doubling_steps, size,
-                                    counts, fold=False)
-        assert all(list(d) == full for d in datas), counts
-    for rank in range(size):  # one round less on the ranks of the fold
-        data = Span("recv", 0, 3 * size)
-        rounds = [len(built(allgather.recursive_doubling_steps, rank, size,
-                            (3,) * size, data, fold=fold).rounds)
-                  for fold in (True, False)]
-        assert rounds[0] - rounds[1] == (rank < 2 * rem), (rank, rounds)
+@pytest.mark.parametrize("size", [2, 4, 5, 8, 12, 16])
+def test_rabenseifner_halves_nearest_partner_first(size):
+    """MPICH's order: halving step k pairs core ranks at distance 2^k, and
+    each step's message is at most the previous one's, so the largest
+    pieces go to the nearest partners (the allgather mirrors it)."""
+    count = 1000
+    pof2 = floor_pow2(size)
+    steps = pof2.bit_length() - 1
+    for rank in range(size):
+        core = fold_rank(rank, size)
+        if core is None:
+            continue
+        rounds = lookup("allreduce", "rabenseifner").schedule(
+            rank, size, count, commutative=True).rounds
+        core_rounds = [r for r in rounds
+                       if r.sends and r.recvs][:2 * steps]
+        peers = [fold_rank(r.sends[0].peer, size) ^ core for r in core_rounds]
+        assert peers == [1 << k for k in range(steps)] \
+            + [1 << k for k in reversed(range(steps))], (rank, peers)
+        sent = [len(r.sends[0].span) for r in core_rounds[:steps]]
+        assert sent == sorted(sent, reverse=True) and \
+            sent[0] >= count // 2 - pof2, (rank, sent)
 
 
 # How a caller lays out the reduce-scatter components' spans: (where recv

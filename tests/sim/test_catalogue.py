@@ -119,13 +119,13 @@ CLAIMS = [
         ("allreduce", "ring", "2(p-1)", ANY),
         ("allreduce", "rabenseifner", "2 log2 p", POW2),
         ("allreduce", "rabenseifner", "2 floor(log2 p) + 2", OTHER),
-        ("allreduce", "reduce_bcast", "ceil(log2 p) + floor(log2 p)", ANY),
+        ("allreduce", "reduce_bcast", "2 ceil(log2 p)", ANY),
         ("reduce", "linear", "p-1", ANY),
         ("reduce", "binomial", "ceil(log2 p)", ANY),
         ("reduce", "rabenseifner", "2 log2 p", POW2),
         ("bcast", "linear", "1", ANY),
-        ("bcast", "binomial", "floor(log2 p)", ANY),
-        ("bcast", "scatter_allgather", "floor(log2 p) + p-1", ANY),
+        ("bcast", "binomial", "ceil(log2 p)", ANY),
+        ("bcast", "scatter_allgather", "ceil(log2 p) + p-1", ANY),
         ("allgather", "ring", "p-1", ANY),
         ("allgather", "recursive_doubling", "log2 p", POW2),
         ("allgather", "recursive_doubling", "floor(log2 p) + 2", OTHER),
@@ -153,7 +153,9 @@ CLAIMS = [
              for c in ("reduce_scatter", "reduce_scatter_block")
              for f, ps in (("log2 p", POW2), ("floor(log2 p) + 2", OTHER))],
            *[(c, a, f, ANY) for c in ("gather", "gatherv", "scatter", "scatterv")
-             for a, f in (("linear", "1"), ("binomial", "floor(log2 p)"))]),
+             for a, f in (("linear", "1"),
+                          ("binomial", "floor(log2 p)" if c.startswith("gather")
+                           else "ceil(log2 p)"))]),
     ("bcast", "scatter_allgather", "2 log2 p",
      [(p, {"allgather": "recursive_doubling"}, {"p": p}) for p in POW2]),
     ("bcast", "pipelined", "p-2+k",
@@ -165,8 +167,8 @@ CLAIMS = [
     _nodes("allreduce", "hierarchical", "2(L-1) + 2 floor(log2 m)",
            (1, 2, 4), (1, 2, 3, 4)),
     _nodes("allreduce", "hierarchical_reduce_bcast",
-           "ceil(log2 L) + floor(log2 L) + floor(log2 m)", (1, 2, 4), (1, 2, 3, 5)),
-    _nodes("bcast", "hierarchical", "floor(log2 m) + floor(log2 L)",
+           "2 ceil(log2 L) + floor(log2 m)", (1, 2, 4), (1, 2, 3, 5)),
+    _nodes("bcast", "hierarchical", "ceil(log2 m) + ceil(log2 L)",
            (1, 2, 3, 5), (1, 2, 3, 5)),
     _nodes("allgather", "hierarchical", "(m-1) + (L-1)", (1, 2, 3), (1, 2, 3, 4)),
     *[_nodes(c, "hierarchical", "m+1", (1, 2, 3, 4), (2, 3, 4))
@@ -208,6 +210,6 @@ def test_render_matches_the_schedules():
 def test_rounds_command(capsys):
     assert main(["bcast", "binomial", "--ranks", "4", "--root", "1"]) == 0
     out = capsys.readouterr().out
-    assert "round 1  1→2 recv→recv  1→3 recv→recv\nround 2  3→0 recv→recv" in out
+    assert "round 1  1→3 recv→recv\nround 2  1→2 recv→recv  3→0 recv→recv" in out
     with pytest.raises(SystemExit):
         main(["bcast", "native"])
