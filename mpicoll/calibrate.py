@@ -4,6 +4,11 @@
     mpiexec -n 2 python -m mpi4py -m mpicoll.calibrate --validate cal.json
     python -m mpicoll.simulate --calibration cal.json --ranks 64 ...
 
+It measures the link its two ranks talk over: with both on one node, the
+link inside a node; with one on each of two nodes, the network's (the file
+records which, ``mpi.ranks_per_node``; ``slurm/calibrate.sbatch`` makes
+both, for ``python -m mpicoll.simulate --calibration-intra``).
+
 Calibration measures the costs as mpicoll's schedules meet them: every
 point is a one-round :class:`~mpicoll.schedule.core.Schedule` bound and
 compiled as the MPI layer does (:mod:`mpicoll.schedule.plan`) and run by

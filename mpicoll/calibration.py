@@ -92,16 +92,36 @@ class Calibration:
             return self.gamma[(op, dtype)]
         return tuple(map(max, zip(*self.gamma.values())))
 
-    def network(self, op: str = "sum", dtype: str = "float32") -> Network:
+    @property
+    def ranks_per_node(self) -> int | None:
+        """How many of the calibration's ranks shared a node (None: not
+        recorded): 1 measured a link between nodes, more one inside."""
+        value = self.mpi.get("ranks_per_node")
+        return value if isinstance(value, int) else None
+
+    def network(self, op: str = "sum", dtype: str = "float32",
+                intra: Calibration | None = None) -> Network:
         """The model's :class:`~mpicoll.model.Network` for reductions of
         ``op`` on ``dtype``: the last range as its base costs, the others
-        as its ``ranges`` (one link, used within and between nodes)."""
+        as its ``ranges``. Alone, one link, used within and between nodes;
+        with ``intra`` (a calibration of two ranks on one node, this one
+        of ranks on two nodes), messages inside a node take ``intra``'s
+        α and β by size range (``alpha_intra``, ``beta_intra``,
+        ``ranges_intra``) and the rest this one's; γ and copy stay this
+        calibration's."""
         gamma = self.gamma_for(op, dtype)
         pieces = [SizeRange(upto, a, b, g, c)
                   for (upto, a, b, c), g in zip(self.ranges, gamma)]
         last = pieces.pop()
+        inside: dict = {}
+        if intra is not None:
+            links = [SizeRange(upto, a, b, 0.0, 0.0)
+                     for upto, a, b, _ in intra.ranges]
+            top = links.pop()
+            inside = {"alpha_intra": top.alpha, "beta_intra": top.beta,
+                      "ranges_intra": tuple(links)}
         return Network(last.alpha, last.beta, last.gamma, last.copy,
-                       ranges=tuple(pieces))
+                       ranges=tuple(pieces), **inside)
 
     def to_json(self) -> dict:
         """The file's contents (module docstring)."""

@@ -80,7 +80,11 @@ class Network:
     between nodes (or within one, where the intra-node costs are None) of
     ``n`` bytes costs the first range's ``alpha + beta·n`` with ``n <=
     upto``, a round's ``n`` bytes reduced or copied its ``gamma·n`` or
-    ``copy·n``; sizes above the last range take the base costs."""
+    ``copy·n``; sizes above the last range take the base costs.
+    ``ranges_intra`` refine ``alpha_intra`` and ``beta_intra`` the same
+    way (their ``gamma`` and ``copy`` are not read): a calibration made
+    inside a node beside one made between nodes
+    (:meth:`~mpicoll.calibration.Calibration.network`'s ``intra``)."""
 
     alpha: float
     beta: float
@@ -89,31 +93,38 @@ class Network:
     alpha_intra: float | None = None
     beta_intra: float | None = None
     ranges: tuple[SizeRange, ...] = ()
+    ranges_intra: tuple[SizeRange, ...] = ()
 
     def __post_init__(self) -> None:
-        values = [(n, v) for n, v in vars(self).items() if n != "ranges"]
-        values += [(f"ranges[{i}].{n}", v) for i, r in enumerate(self.ranges)
-                   for n, v in r._asdict().items()]
+        tables = ("ranges", "ranges_intra")
+        values = [(n, v) for n, v in vars(self).items() if n not in tables]
+        for table in tables:
+            ranges = getattr(self, table)
+            values += [(f"{table}[{i}].{n}", v) for i, r in enumerate(ranges)
+                       for n, v in r._asdict().items()]
+            if any(b.upto <= a.upto for a, b in zip(ranges, ranges[1:])):
+                raise ValueError(f"Network.{table} must have increasing upto")
         for name, value in values:
             if value is not None and not value >= 0:
                 raise ValueError(f"Network.{name} must be >= 0, not {value!r}")
-        if any(b.upto <= a.upto for a, b in zip(self.ranges, self.ranges[1:])):
-            raise ValueError("Network.ranges must have increasing upto")
-
-    def link(self, intra: bool) -> tuple[float, float]:
-        """``(alpha, beta)`` within a node (``intra``) or between nodes."""
-        a, b = (self.alpha_intra, self.beta_intra) if intra else (None, None)
-        return self.alpha if a is None else a, self.beta if b is None else b
+        if self.ranges_intra and None in (self.alpha_intra, self.beta_intra):
+            raise ValueError("Network.ranges_intra refine alpha_intra and "
+                             "beta_intra, which must then be given")
 
     def by_size(self, name: str, nbytes: np.ndarray) -> np.ndarray | float:
-        """The cost ``name`` (alpha, beta, gamma or copy) for each size in
-        ``nbytes``: its range's, or the base one (a float, when there
-        are no ranges)."""
+        """The cost ``name`` (alpha, beta, gamma, copy, alpha_intra or
+        beta_intra) for each size in ``nbytes``: its range's, or the base
+        one (a float, when there are no ranges). An intra-node cost that
+        is None is the one between nodes."""
         base = getattr(self, name)
-        if not self.ranges:
+        field, intra = name.removesuffix("_intra"), name.endswith("_intra")
+        if intra and base is None:
+            return self.by_size(field, nbytes)
+        ranges = self.ranges_intra if intra else self.ranges
+        if not ranges:
             return base
-        table = np.array([getattr(r, name) for r in self.ranges] + [base])
-        return table[np.searchsorted([r.upto for r in self.ranges], nbytes)]
+        table = np.array([getattr(r, field) for r in ranges] + [base])
+        return table[np.searchsorted([r.upto for r in ranges], nbytes)]
 
 
 class RankProfile(NamedTuple):
@@ -364,8 +375,8 @@ class _Graph:
                               + net.by_size("copy", cop) * cop)
             nbytes = itemsize * self.length
             ax, bx = net.by_size("alpha", nbytes), net.by_size("beta", nbytes)
-            ai = ax if net.alpha_intra is None else net.alpha_intra
-            bi = bx if net.beta_intra is None else net.beta_intra
+            ai = net.by_size("alpha_intra", nbytes)
+            bi = net.by_size("beta_intra", nbytes)
             cost[self.nn:] = np.where(self.intra, ai + bi * nbytes,
                                       ax + bx * nbytes)
             if self._columns is None:

@@ -25,7 +25,8 @@ Ranks on one node (``--ranks-per-node``) talk at the platform's intra-node
 defaults, 0.2 µs and 50 GB/s, in both models. ``--calibration FILE``
 (analytic model only) takes the costs measured by ``python -m
 mpicoll.calibrate`` instead, per message-size range, for every message
-(:mod:`mpicoll.calibration`).
+(:mod:`mpicoll.calibration`); with ``--calibration-intra FILE`` as well
+(two ranks on one node) the messages inside a node take that file's.
 """
 
 from __future__ import annotations
@@ -88,6 +89,10 @@ def _parser() -> argparse.ArgumentParser:
     a("--calibration", metavar="FILE",
       help="analytic: the costs measured by python -m mpicoll.calibrate "
            "(instead of --alpha/--beta/--gamma), for every message")
+    a("--calibration-intra", metavar="FILE",
+      help="analytic, with --calibration (measured with one rank on each "
+           "of two nodes) and --ranks-per-node above 1: a calibration of "
+           "two ranks on one node, for the messages inside a node")
     a("--keep", type=int, metavar="K",
       help="simgrid: simulate K rounds of each run of identical rounds and "
            "extrapolate (default: all)")
@@ -137,6 +142,7 @@ def parse_args(argv) -> argparse.Namespace:
             p.error(f"not a hand-built algorithm of {args.collective}: "
                     f"{', '.join(missing)}")
     args.calibrated = _calibration(p, args)
+    args.calibrated_intra = _calibration_intra(p, args)
     problems = [
         (any(r < 1 for r in args.rank_counts), "--ranks must be positive"),
         (args.ranks_per_node < 1, "--ranks-per-node must be positive"),
@@ -183,6 +189,35 @@ def _calibration(p, args) -> Calibration | None:
         p.error(f"--calibration: {e}")
 
 
+def _calibration_intra(p, args) -> Calibration | None:
+    """The ``--calibration-intra`` file, loaded, or None; refused without
+    ``--calibration``, without ranks sharing a node, or where the files'
+    own ranks per node say they measured the other link."""
+    path = args.calibration_intra
+    if path is None:
+        return None
+    if args.calibrated is None:
+        p.error("--calibration-intra refines --calibration (the link between "
+                "nodes), which is missing")
+    if args.ranks_per_node < 2:
+        p.error("--calibration-intra needs --ranks-per-node above 1: with "
+                "one rank per node no message stays inside a node")
+    try:
+        intra = load_calibration(path)
+    except (OSError, CalibrationError) as e:
+        p.error(f"--calibration-intra: {e}")
+    for name, cal, want_many in (("--calibration", args.calibrated, False),
+                                 ("--calibration-intra", intra, True)):
+        per_node = cal.ranks_per_node
+        if per_node is not None and (per_node > 1) != want_many:
+            p.error(f"{name} was measured with {per_node} rank(s) per node: "
+                    + ("a link inside a node, where the link between nodes "
+                       "is wanted" if not want_many else
+                       "a link between nodes, where the one inside a node "
+                       "is wanted"))
+    return intra
+
+
 def platform(args) -> Platform:
     """The ``--network`` platform with ``--alpha``/``--beta`` as link
     latency α/2 and bandwidth 1/β; a bare ``flat`` gets enough nodes for
@@ -202,7 +237,8 @@ def network(args) -> Network:
     message; else ``--alpha/--beta/--gamma`` between nodes, the
     platform's intra-node link within one."""
     if args.calibrated is not None:
-        return args.calibrated.network("sum", args.dtype)
+        return args.calibrated.network("sum", args.dtype,
+                                       intra=args.calibrated_intra)
     plat = args.platform
     return Network(args.alpha, args.beta, args.gamma,
                    alpha_intra=plat.intra_latency,
@@ -306,6 +342,8 @@ def header(args, argv) -> dict:
             **{k: None if args.calibrated else getattr(args, k)
                for k in ("alpha", "beta", "gamma")},
             "calibration": args.calibrated and args.calibrated.description,
+            "calibration_intra": (args.calibrated_intra
+                                  and args.calibrated_intra.description),
             "keep": args.keep, "symmetric": args.symmetric,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "command": " ".join([sys.executable, "-m", "mpicoll.simulate",

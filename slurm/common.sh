@@ -41,18 +41,30 @@ fi
 # on any rank aborts the whole world; srun's --kill-on-bad-exit ends the
 # step when a task exits non-zero without one.
 mpicoll_python() {
-    local n=$1
-    shift
+    mpicoll_python_per_node "" "$@"
+}
+
+# mpicoll_python_per_node PER_NODE N ARGS...: the same with PER_NODE ranks
+# on each node (N / PER_NODE nodes), where it matters where the ranks sit
+# (slurm/calibrate.sbatch); an empty PER_NODE leaves it to the launcher:
+# N tasks on as many of the allocation's nodes as N fills.
+mpicoll_python_per_node() {
+    local per_node=$1 n=$2 nodes placement=()
+    shift 2
+    nodes=$(( n < SLURM_NNODES ? n : SLURM_NNODES ))
     case $MPICOLL_LAUNCHER in
         srun)
-            # N tasks on as many of the allocation's nodes as N fills; the
-            # job's --ntasks-per-node (inherited) would contradict N.
+            if [ -n "$per_node" ]; then
+                nodes=$(( n / per_node ))
+                placement=(--ntasks-per-node="$per_node")
+            fi
+            # the job's --ntasks-per-node (inherited) would contradict N
             env -u SLURM_NTASKS_PER_NODE srun --mpi="$MPICOLL_SRUN_MPI" \
-                --kill-on-bad-exit=1 --ntasks="$n" \
-                --nodes="$(( n < SLURM_NNODES ? n : SLURM_NNODES ))" \
-                python3 -m mpi4py "$@" ;;
+                --kill-on-bad-exit=1 --ntasks="$n" --nodes="$nodes" \
+                "${placement[@]}" python3 -m mpi4py "$@" ;;
         mpiexec)
-            mpiexec -n "$n" python3 -m mpi4py "$@" ;;
+            [ -n "$per_node" ] && placement=(-ppn "$per_node")
+            mpiexec -n "$n" "${placement[@]}" python3 -m mpi4py "$@" ;;
         *)
             echo "MPICOLL_LAUNCHER must be srun or mpiexec, not $MPICOLL_LAUNCHER" >&2
             return 2 ;;

@@ -34,6 +34,7 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll import exchange
+from mpicoll.launch import node_name
 from mpicoll.bench import plot as plotting
 from mpicoll.bench.device import DEVICES, unavailable
 from mpicoll.bench.harness import Case, measure
@@ -341,11 +342,11 @@ def _times(speedup: float | None) -> str:
 
 
 def header(comm, argv) -> dict:
-    """Where and how the run was made (collective: gathers host names)."""
+    """Where and how the run was made (collective: gathers the node names,
+    Slurm's where it gives them, as :mod:`mpicoll.launch` counts nodes)."""
     import mpi4py
 
-    hosts = list(exchange.allgather(MPI.Intracomm(comm),
-                                    MPI.Get_processor_name()))
+    hosts = list(exchange.allgather(MPI.Intracomm(comm), node_name()))
     levels = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
               MPI.THREAD_SERIALIZED: "serialized",
               MPI.THREAD_MULTIPLE: "multiple"}

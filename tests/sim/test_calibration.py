@@ -225,6 +225,80 @@ def test_simulate_reports_a_bad_calibration(tmp_path, capsys):
     assert "not an mpicoll-calibration file" in capsys.readouterr().err
 
 
+# An inside-node link ten times the speed of the one between nodes, and its
+# own size split.
+INSIDE = [(1 << 15, 3e-7, 1e-11), (None, 1e-6, 8e-12)]
+
+
+def two_links(tmp_path):
+    """Files of a calibration between nodes (1 rank per node) and one
+    inside a node (2), as python -m mpicoll.calibrate writes them."""
+    inter = calibration(mpi={"ranks": 2, "ranks_per_node": 1})
+    points = [(n, a + b * n) for n in SIZES for a, b in [piecewise(INSIDE, n)]]
+    intra = fit(points, local_points(), {("sum", "float32"): local_points()},
+                ranges=2, mpi={"ranks": 2, "ranks_per_node": 2})
+    paths = tmp_path / "inter.json", tmp_path / "intra.json"
+    inter.save(str(paths[0]))
+    intra.save(str(paths[1]))
+    return inter, intra, [str(x) for x in paths]
+
+
+def test_intra_and_inter_calibrations_combine(tmp_path):
+    """Two ranks on one node pay the intra calibration's α and β by its
+    ranges, on two nodes the inter one's; the reduction is the inter
+    calibration's γ either way."""
+    inter, intra, _ = two_links(tmp_path)
+    net = inter.network("sum", "float32", intra=intra)
+    assert net.alpha_intra == intra.ranges[-1][1]
+    assert [r.upto for r in net.ranges_intra] == [r[0] for r in intra.ranges[:-1]]
+    for n in (1024, 1 << 15, 1 << 16, 1 << 22):
+        g = 0.5 * piecewise(LOCAL, n)[0] * n
+        a, b = piecewise(INSIDE, n)
+        inside = predict("allreduce", "recursive_doubling", 2, n // 4, 4, net,
+                         nodes=(0, 0))
+        assert inside == pytest.approx(a + b * n + g, rel=1e-4)
+        a, b = piecewise(MESSAGES, n)
+        across = predict("allreduce", "recursive_doubling", 2, n // 4, 4, net,
+                         nodes=(0, 1))
+        assert across == pytest.approx(a + b * n + g, rel=1e-4)
+    with pytest.raises(ValueError, match="ranges_intra"):
+        Network(1, 1, ranges_intra=(SizeRange(10, 1, 1, 0, 0),))
+
+
+def test_simulate_takes_an_intra_calibration(tmp_path):
+    inter, intra, (inter_path, intra_path) = two_links(tmp_path)
+    out = tmp_path / "p.json"
+    assert simulate(["-a", "recursive_doubling", "--ranks", "4",
+                     "--ranks-per-node", "2", "-b", "1M", "-e", "1M",
+                     "--calibration", inter_path,
+                     "--calibration-intra", intra_path, "--json", str(out),
+                     "--quiet"]) == 0
+    data = json.loads(out.read_text())  # one exchange inside, one across
+    assert data["header"]["calibration_intra"] == intra.description
+    want = predict("allreduce", "recursive_doubling", 4, 1 << 18, 4,
+                   inter.network(intra=intra), nodes=(0, 0, 1, 1))
+    assert data["records"][0]["time_us"]["avg"] == pytest.approx(want * 1e6)
+    alone = predict("allreduce", "recursive_doubling", 4, 1 << 18, 4,
+                    inter.network(), nodes=(0, 0, 1, 1))
+    assert want < alone  # the exchange inside a node is the faster link
+
+
+@pytest.mark.parametrize("swap, extra, message", [
+    (False, [], "needs --ranks-per-node above 1"),
+    (True, ["--ranks-per-node", "2"], "measured with 2 rank(s) per node"),
+    (None, ["--ranks-per-node", "2"], "refines --calibration"),
+])
+def test_simulate_refuses_a_wrong_intra_calibration(tmp_path, capsys, swap,
+                                                    extra, message):
+    _, _, (inter_path, intra_path) = two_links(tmp_path)
+    files = {False: ["--calibration", inter_path],
+             True: ["--calibration", intra_path],
+             None: []}[swap]
+    assert simulate([*files, "--calibration-intra", intra_path,
+                     "--ranks", "4", *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
 def test_calibrate_refuses_an_odd_rank_count(capsys):
     from mpicoll.calibrate import parse_args
 

@@ -173,6 +173,28 @@ def test_bench_multinode(cluster, tmp_path):
 
 
 @pytest.mark.slurm
+def test_calibrate_both_links(cluster, tmp_path):
+    """slurm/calibrate.sbatch measures two ranks on one node and one rank
+    on each of two nodes; the two files then feed the simulator."""
+    from mpicoll.calibration import load_calibration
+    from mpicoll.simulate_cli import main as simulate
+
+    job, fields, text = run_job(
+        cluster, tmp_path, "calibrate.sbatch",
+        MPICOLL_CALIBRATE_ARGS="-b 8 -e 64K -f 8 --time-budget 2 --ops sum "
+                               "--dtypes float32")
+    completed(fields, text)
+    results = tmp_path / "results" / job
+    intra, inter = (str(results / f"calibration-{k}.json")
+                    for k in ("intra", "inter"))
+    assert load_calibration(intra).ranks_per_node == 2
+    assert load_calibration(inter).ranks_per_node == 1
+    assert simulate(["--calibration", inter, "--calibration-intra", intra,
+                     "--ranks", "8", "--ranks-per-node", "4", "-b", "64K",
+                     "-e", "64K", "--quiet"]) == 0
+
+
+@pytest.mark.slurm
 @pytest.mark.parametrize("launcher", ["srun", "mpiexec"])
 def test_run_user_program(cluster, tmp_path, launcher):
     _, fields, text = run_job(
