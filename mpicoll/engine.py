@@ -63,7 +63,7 @@ from mpicoll.select import (
 from mpicoll.persistent import PERSISTENT, prepare
 from mpicoll.replay import Replays
 from mpicoll.watchdog import Watchdog
-from mpicoll.work import Work, then
+from mpicoll.work import RequestWork, Work, then
 
 class Call(NamedTuple):
     """One parsed collective call.
@@ -181,7 +181,7 @@ class Engine(Replays, Choosing):
             else:
                 make = self.prepared(given[0], async_op, *given[1])
             if async_op:
-                start = partial(_native_work, self.where_alg(call, alg),
+                start = partial(RequestWork, self.where_alg(call, alg),
                                 make, finish, call.owners)
                 if call.memo is not None and lent is None:
                     self._remember(self._restarts, call.memo, start)
@@ -423,8 +423,3 @@ def _form(async_op) -> str:
     if async_op is PERSISTENT:
         return "persistent"
     return "nonblocking" if async_op else "blocking"
-
-
-def _native_work(where, make, finish, keep) -> Work:
-    """A nonblocking native call made: its Work."""
-    return Work(where=where, request=make(), finish=finish, keep=keep)

@@ -18,66 +18,77 @@ from mpicoll.work import Work
 
 
 class NonblockingCalls:
-    """``Iallreduce`` and the rest (a mixin; see the module docstring)."""
+    """``Iallreduce`` and the rest (a mixin; see the module docstring).
+    Each offers its arguments to ``restarted`` as they are and builds its
+    memo only on a miss: no tuple made and unpacked per repeated call."""
 
     def Iallreduce(self, sendbuf, recvbuf, op=MPI.SUM, *,
                    algorithm="auto") -> Work:
-        memo = ("Iallreduce", algorithm, recvbuf, sendbuf, op, None)
-        return self._engine.restarted(*memo) or self._call_allreduce(
-            sendbuf, recvbuf, op, algorithm, True, memo)
+        return self._engine.restarted(
+            "Iallreduce", algorithm, recvbuf, sendbuf, op) or \
+            self._call_allreduce(sendbuf, recvbuf, op, algorithm, True, (
+                "Iallreduce", algorithm, recvbuf, sendbuf, op, None))
 
     def Ireduce(self, sendbuf, recvbuf, op=MPI.SUM, root=0, *,
                 algorithm="auto") -> Work:
-        memo = ("Ireduce", algorithm, recvbuf, sendbuf, op, root)
-        return self._engine.restarted(*memo) or self._call_reduce(
-            sendbuf, recvbuf, op, root, algorithm, True, memo)
+        return self._engine.restarted(
+            "Ireduce", algorithm, recvbuf, sendbuf, op, root) or \
+            self._call_reduce(sendbuf, recvbuf, op, root, algorithm, True, (
+                "Ireduce", algorithm, recvbuf, sendbuf, op, root))
 
     def Ibcast(self, buf, root=0, *, algorithm="auto") -> Work:
-        memo = ("Ibcast", algorithm, buf, root, None, None)
-        return self._engine.restarted(*memo) or self._call_bcast(
-            buf, root, algorithm, True, memo)
+        return self._engine.restarted("Ibcast", algorithm, buf, root) or \
+            self._call_bcast(buf, root, algorithm, True, (
+                "Ibcast", algorithm, buf, root, None, None))
 
     def Iallgather(self, sendbuf, recvbuf, *, algorithm="auto") -> Work:
-        memo = ("Iallgather", algorithm, recvbuf, sendbuf, None, None)
-        return self._engine.restarted(*memo) or self._call_allgather(
-            sendbuf, recvbuf, algorithm, True, memo)
+        return self._engine.restarted(
+            "Iallgather", algorithm, recvbuf, sendbuf) or \
+            self._call_allgather(sendbuf, recvbuf, algorithm, True, (
+                "Iallgather", algorithm, recvbuf, sendbuf, None, None))
 
     def Igather(self, sendbuf, recvbuf, root=0, *, algorithm="auto") -> Work:
-        memo = ("Igather", algorithm, recvbuf, sendbuf, root, None)
-        return self._engine.restarted(*memo) or self._call_gather(
-            sendbuf, recvbuf, root, algorithm, True, memo)
+        return self._engine.restarted(
+            "Igather", algorithm, recvbuf, sendbuf, root) or \
+            self._call_gather(sendbuf, recvbuf, root, algorithm, True, (
+                "Igather", algorithm, recvbuf, sendbuf, root, None))
 
     def Iscatter(self, sendbuf, recvbuf, root=0, *,
                  algorithm="auto") -> Work:
-        memo = ("Iscatter", algorithm, recvbuf, sendbuf, root, None)
-        return self._engine.restarted(*memo) or self._call_scatter(
-            sendbuf, recvbuf, root, algorithm, True, memo)
+        return self._engine.restarted(
+            "Iscatter", algorithm, recvbuf, sendbuf, root) or \
+            self._call_scatter(sendbuf, recvbuf, root, algorithm, True, (
+                "Iscatter", algorithm, recvbuf, sendbuf, root, None))
 
     def Ialltoall(self, sendbuf, recvbuf, *, algorithm="auto") -> Work:
-        memo = ("Ialltoall", algorithm, recvbuf, sendbuf, None, None)
-        return self._engine.restarted(*memo) or self._call_alltoall(
-            sendbuf, recvbuf, algorithm, True, memo)
+        return self._engine.restarted(
+            "Ialltoall", algorithm, recvbuf, sendbuf) or \
+            self._call_alltoall(sendbuf, recvbuf, algorithm, True, (
+                "Ialltoall", algorithm, recvbuf, sendbuf, None, None))
 
     def Iscan(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto") -> Work:
-        memo = ("Iscan", algorithm, recvbuf, sendbuf, op, None)
-        return self._engine.restarted(*memo) or self._call_scan(
-            "scan", sendbuf, recvbuf, op, algorithm, True, memo)
+        return self._engine.restarted(
+            "Iscan", algorithm, recvbuf, sendbuf, op) or \
+            self._call_scan("scan", sendbuf, recvbuf, op, algorithm, True, (
+                "Iscan", algorithm, recvbuf, sendbuf, op, None))
 
     def Iexscan(self, sendbuf, recvbuf, op=MPI.SUM, *,
                 algorithm="auto") -> Work:
-        memo = ("Iexscan", algorithm, recvbuf, sendbuf, op, None)
-        return self._engine.restarted(*memo) or self._call_scan(
-            "exscan", sendbuf, recvbuf, op, algorithm, True, memo)
+        return self._engine.restarted(
+            "Iexscan", algorithm, recvbuf, sendbuf, op) or \
+            self._call_scan("exscan", sendbuf, recvbuf, op, algorithm, True, (
+                "Iexscan", algorithm, recvbuf, sendbuf, op, None))
 
     def Ireduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM, *,
                               algorithm="auto") -> Work:
-        memo = ("Ireduce_scatter_block", algorithm, recvbuf, sendbuf, op,
-                None)
-        return self._engine.restarted(*memo) or \
-            self._call_reduce_scatter_block(sendbuf, recvbuf, op, algorithm,
-                                            True, memo)
+        return self._engine.restarted(
+            "Ireduce_scatter_block", algorithm, recvbuf, sendbuf, op) or \
+            self._call_reduce_scatter_block(
+                sendbuf, recvbuf, op, algorithm, True, (
+                    "Ireduce_scatter_block", algorithm, recvbuf, sendbuf, op,
+                    None))
 
     def Ibarrier(self, *, algorithm="auto") -> Work:
-        memo = ("Ibarrier", algorithm, None, None, None, None)
-        return self._engine.restarted(*memo) or self._barrier(
-            algorithm, True, memo)
+        return self._engine.restarted("Ibarrier", algorithm, None) or \
+            self._barrier(algorithm, True, (
+                "Ibarrier", algorithm, None, None, None, None))

@@ -36,8 +36,10 @@ from mpicoll.cuda import placement
 from mpicoll.errors import MPIArgumentError
 from mpicoll.schedule.executor import (
     Execution,
+    Round,
     free_messages,
     needs_progress,
+    one_round,
     prepare_messages,
 )
 from mpicoll.work import Work, then
@@ -93,9 +95,11 @@ class Persistent:
 
     start = Start
 
-    def Wait(self, status=None) -> None:
-        """Complete the current run (returns at once when inactive)."""
+    def Wait(self, status=None) -> bool:
+        """Complete the current run (returns at once when inactive); True,
+        as mpi4py's ``Prequest.Wait`` returns."""
         self.wait()
+        return True
 
     def wait(self, timeout: float | None = None) -> None:
         """:meth:`Wait`, with ``Work.wait``'s ``timeout``."""
@@ -150,10 +154,11 @@ class _Direct(Persistent):
     def _completed(self) -> None:
         self._running = False
 
-    def Wait(self, status=None) -> None:
+    def Wait(self, status=None) -> bool:
         if self._running:
             self._block()
             self._completed()
+        return True
 
     def wait(self, timeout: float | None = None) -> None:
         if timeout is None or not self._running:
@@ -211,7 +216,9 @@ class ScheduledPersistent(_Direct):
         self._stage = stage  # before each run (in-place alltoall's copy)
         self._finish = finish  # once each run is complete
         self._background = needs_progress(steps)
-        self._execution: Execution | None = None
+        # one short round: a Round, made now; else an Execution, made at
+        # the first start
+        self._execution: Execution | Round | None = one_round(steps)
 
     def _begin(self) -> None:
         if self._stage is not None:

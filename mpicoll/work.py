@@ -91,9 +91,11 @@ class Work:
         """mpi4py's spelling of :meth:`test` (``status`` is not filled)."""
         return self.test()
 
-    def Wait(self, status=None) -> None:
-        """mpi4py's spelling of :meth:`wait` (``status`` is not filled)."""
+    def Wait(self, status=None) -> bool:
+        """mpi4py's spelling of :meth:`wait` (``status`` is not filled);
+        True, as mpi4py's ``Request.Wait`` returns."""
         self.wait()
+        return True
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until complete. With ``timeout`` seconds, raise
@@ -127,6 +129,40 @@ class Work:
         if self._execution is not None:
             return self._execution.pending()
         return ["the MPI library's request"]
+
+
+class RequestWork(Work):
+    """A :class:`Work` on one request of the MPI library's own and nothing
+    else (no schedule, no device events): a native nonblocking call on
+    host memory. ``make()`` makes the call and returns its request.
+    Lighter than :class:`Work` to make and to wait on (positional
+    arguments, class-level defaults, no dispatch in :meth:`wait`), since a
+    repeated ``I*`` call makes one per call
+    (:meth:`~mpicoll.replay.Replays.restarted`)."""
+
+    _execution = None
+    _device = None
+    _watch = None
+
+    def __init__(self, where: dict, make, finish, keep) -> None:
+        self._where = where
+        self._request = make()
+        self._finish = finish
+        self._keep = keep
+        self._completed = False
+
+    def wait(self, timeout: float | None = None) -> None:
+        if timeout is None and self._watch is None:
+            if not self._completed:
+                self._request.Wait()
+                self._completed = True
+                if self._finish is not None:
+                    self._finish()
+                self._keep = ()
+        else:
+            Work.wait(self, timeout)
+
+    wait.__doc__ = Work.wait.__doc__
 
 
 def waitall(works, timeout: float | None = None) -> None:

@@ -101,6 +101,23 @@ def needs_progress(steps: tuple[Step, ...]) -> bool:
         for s in rounds)
 
 
+def one_round(steps: tuple[Step, ...]) -> Round | None:
+    """A :class:`Round` for host ``steps`` prepared by
+    :func:`prepare_messages` whose messages are one short round (no
+    progress needed, :func:`needs_progress`), else None."""
+    if needs_progress(steps) or any(s.ready is not None or s.call is not None
+                                    for s in steps):
+        return None
+    at = next((i for i, s in enumerate(steps) if s.prepared), len(steps))
+    if at == len(steps):  # no messages: every local step at the start
+        return Round([fn for s in steps for fn in s.local], (), [], [])
+    step = steps[at]
+    return Round([fn for s in steps[:at] for fn in s.local], step.prepared,
+                 [fn for s in steps[at:] for fn in s.local],
+                 [f"receive from rank {p}" for _, p in step.recvs]
+                 + [f"send to rank {p}" for _, p in step.sends])
+
+
 def run(steps: tuple[Step, ...], comm: MPI.Comm, tag: int) -> None:
     """Run ``steps`` to completion, blocking."""
     waitall = MPI.Request.Waitall
@@ -287,3 +304,82 @@ class Execution:
                 f"send to rank {p}" for _, p in step.sends]
             return [w for req, w in zip(self._requests, what)
                     if not req.Test()]
+
+
+class Round:
+    """A prepared schedule of one short round of messages (or none),
+    run with no :class:`Execution` loop or lock: :meth:`restart` runs the
+    local steps before the round and starts its persistent requests,
+    :meth:`wait`/:meth:`test` complete them and run the local steps of the
+    round and after it (all of them at :meth:`restart` when there are no
+    messages). Only the caller's thread advances it: eager messages leave
+    the progress thread nothing to do. It has an execution's interface
+    (``done``, ``error``, ``test``, ``wait(timeout)``, ``pending``), and
+    like one keeps an error raised by a local step and raises it again
+    from every later ``test``/``wait``."""
+
+    def __init__(self, before: list, requests: tuple, after: list,
+                 names: list[str]) -> None:
+        self._before = before
+        self._requests = list(requests)  # receives first, then sends
+        self._after = after
+        self._names = names  # what each request is, in words
+        self.done = True
+        self.error: Exception | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.done or self.error is not None
+
+    def restart(self) -> None:
+        """Start a run (only once the previous one is finished); an error
+        in a local step is kept for ``test``/``wait``, as
+        :meth:`Execution.restart` keeps it."""
+        self.done = False
+        self.error = None
+        try:
+            for fn in self._before:
+                fn()
+        except Exception as exc:
+            self.error = exc
+            return
+        if self._requests:
+            MPI.Prequest.Startall(self._requests)
+        else:
+            self.done = True
+
+    def _complete(self) -> None:
+        try:
+            for fn in self._after:
+                fn()
+        except Exception as exc:
+            self.error = exc
+            raise
+        self.done = True
+
+    def test(self) -> bool:
+        """True once complete; runs the last local steps when the messages
+        are."""
+        if self.error is not None:
+            raise self.error
+        if not self.done and MPI.Request.Testall(self._requests):
+            self._complete()
+        return self.done
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """As :meth:`Execution.wait`."""
+        if timeout is not None:
+            return poll(self.test, timeout)
+        if self.error is not None:
+            raise self.error
+        if not self.done:
+            MPI.Request.Waitall(self._requests)
+            self._complete()
+        return True
+
+    def pending(self) -> list[str]:
+        """The messages of the round not yet complete."""
+        if self.finished:
+            return []
+        return [w for req, w in zip(self._requests, self._names)
+                if not req.Test()]

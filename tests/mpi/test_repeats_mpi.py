@@ -1,0 +1,220 @@
+"""Tier 2: repeated nonblocking and persistent calls against mpi4py.
+
+A repeated ``I*`` call on the very same objects is relaunched without
+parsing (:meth:`mpicoll.replay.Replays.restarted`; its handle a
+:class:`mpicoll.work.RequestWork` when native), and a persistent
+hand-built call of one short round runs on a
+:class:`mpicoll.schedule.executor.Round`, not the generic executor. Each
+case here repeats calls on the same objects inside one run (so every call
+after the first takes the fast path) and is compared by
+``tests/compat.py``'s harness with the raw mpi4py communicator on the
+same arguments: results after the buffers change contents, what the
+request's ``Wait``/``Test`` return, and exceptions; and calls that differ
+in one argument (op, root, roles, in place, dtype) on the same objects
+must not be taken for the earlier call.
+"""
+
+from __future__ import annotations
+
+from contextlib import closing
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import mpicoll
+from compat import Harness
+
+pytestmark = pytest.mark.mpi
+
+
+@pytest.fixture(scope="module")
+def h(request):
+    with closing(Harness(request.config)) as harness:
+        yield harness
+
+
+def ids(rank: int, n: int, k: int = 0, dtype="i8") -> np.ndarray:
+    """Values unique per (rank, index, k), exact under any reduction."""
+    return (rank * 1000 + np.arange(n) + 1 + k * 100).astype(dtype)
+
+
+def test_repeated_nonblocking_calls_follow_the_new_contents(h):
+    def allreduce(c):
+        x, y = ids(c.rank, 5), np.zeros(5, "i8")
+        out = []
+        for k in range(4):
+            x[...] = ids(c.rank, 5, k)
+            req = c.comm.Iallreduce(x, y, MPI.SUM, **c.kw)
+            out += [req.Wait(), y.copy(), req.Test(), req.Wait()]
+        return out
+    h.check("Iallreduce x4 on the same arrays", allreduce, "allreduce")
+
+    def bcast(c):
+        b = np.zeros(4, "i8")
+        out = []
+        for k in range(3):
+            b[...] = ids(c.rank, 4, k)
+            req = c.comm.Ibcast(b, 0, **c.kw)
+            while not req.Test():
+                pass
+            out += [b.copy(), req.Test()]
+        return out
+    h.check("Ibcast x3, Test until done", bcast, "bcast")
+
+    def barrier(c):
+        reqs = [c.comm.Ibarrier(**c.kw) for _ in range(3)]  # all in flight
+        for req in reversed(reqs):
+            req.Wait()
+        return [req.Test() for req in reqs]
+    h.check("Ibarrier x3 in flight at once", barrier, "barrier")
+    h.finish()
+
+
+def test_repeated_nonblocking_calls_with_other_arguments(h):
+    """The same objects with one argument changed are another call."""
+    def allreduce(c):
+        x, y = ids(c.rank, 6), np.zeros(6, "i8")
+        out = []
+        for op in (MPI.SUM, MPI.MAX, MPI.SUM, MPI.PROD, MPI.MIN):
+            c.comm.Iallreduce(x, y, op, **c.kw).Wait()
+            out.append(y.copy())
+        c.comm.Iallreduce(y, x, MPI.SUM, **c.kw).Wait()  # roles swapped
+        out += [x.copy(), y.copy()]
+        c.comm.Iallreduce(MPI.IN_PLACE, x, MPI.SUM, **c.kw).Wait()
+        out.append(x.copy())
+        c.comm.Iallreduce(x, y, MPI.SUM, **c.kw).Wait()  # the first again
+        out.append(y.copy())
+        return out
+    h.check("Iallreduce: op, roles, in place changed", allreduce,
+            "allreduce")
+
+    def reduce(c):
+        x, y = ids(c.rank, 3), np.zeros(3, "i8")
+        out = []
+        for root in (0, c.size - 1, 0, c.size // 2):
+            y[...] = -1
+            c.comm.Ireduce(x, y, MPI.SUM, root, **c.kw).Wait()
+            out.append(y.copy() if c.rank == root else None)
+        return out
+    h.check("Ireduce: root changed", reduce, "reduce")
+
+    def bcast(c):
+        b = np.zeros(4, "i8")
+        out = []
+        for root in (0, c.size - 1, 0):
+            b[...] = ids(c.rank, 4)
+            c.comm.Ibcast(b, root, **c.kw).Wait()
+            out.append(b.copy())
+        return out
+    h.check("Ibcast: root changed", bcast, "bcast")
+
+    def dtype(c):
+        x, y = ids(c.rank, 4), np.zeros(4, "i8")
+        c.comm.Iallreduce(x, y, MPI.MAX, **c.kw).Wait()
+        out = [y.copy()]
+        x.dtype = y.dtype = np.int32  # the same memory, twice the elements
+        x[...] = np.where(np.arange(8) % 2 == 0, c.rank, c.size - c.rank)
+        c.comm.Iallreduce(x, y, MPI.MAX, **c.kw).Wait()
+        return [*out, y.copy()]
+    h.check("Iallreduce: dtype reassigned in place", dtype, "allreduce")
+    h.finish()
+
+
+def test_repeated_nonblocking_calls_raise_as_mpi4py(h):
+    """A call that was good, made again once its arguments went bad,
+    raises what mpi4py raises (on every rank, before any message)."""
+    def wrong_size(c):
+        x, y = ids(c.rank, 4), np.zeros(4, "i8")
+        c.comm.Iallreduce(x, y, MPI.SUM, **c.kw).Wait()
+        c.comm.Iallreduce(x, y[:3], MPI.SUM, **c.kw).Wait()
+    h.check("Iallreduce again, recvbuf too short", wrong_size, "allreduce")
+
+    def bad_op(c):
+        x, y = np.ones(4), np.zeros(4)
+        c.comm.Iallreduce(x, y, MPI.SUM, **c.kw).Wait()
+        c.comm.Iallreduce(x, y, MPI.BAND, **c.kw).Wait()
+    h.check("Iallreduce again, BAND on floats", bad_op, "allreduce")
+    h.finish()
+
+
+def test_repeated_persistent_starts(h):
+    """A prepared call started again and again on new contents (one
+    round at two ranks: the Round path), the request's answers when
+    inactive, waitall, and use after Free."""
+    def allreduce(c):
+        x, y = ids(c.rank, 5), np.zeros(5, "i8")
+        req = c.comm.Allreduce_init(x, y, MPI.SUM, **c.kw)
+        out = [req.Test(), req.Wait()]  # inactive: complete at once
+        for k in range(4):
+            x[...] = ids(c.rank, 5, k)
+            req.Start()
+            if k % 2:
+                while not req.Test():
+                    pass
+            elif isinstance(req, MPI.Request):
+                MPI.Request.Waitall([req])
+            else:
+                mpicoll.waitall([req])
+            out += [y.copy(), req.Test(), req.Wait()]
+        req.Free()
+        return out
+    h.check("Allreduce_init: Start x4, Wait/Test/waitall", allreduce,
+            "allreduce")
+
+    def in_place(c):
+        y = ids(c.rank, 3)
+        req = c.comm.Allreduce_init(MPI.IN_PLACE, y, MPI.MAX, **c.kw)
+        out = []
+        for k in range(3):
+            y[...] = ids(c.size - 1 - c.rank, 3, k)
+            req.Start()
+            req.Wait()
+            out.append(y.copy())
+        req.Free()
+        return out
+    h.check("Allreduce_init in place: Start x3", in_place, "allreduce")
+
+    def start_after_free(c):
+        x, y = ids(c.rank, 2), np.zeros(2, "i8")
+        req = c.comm.Allreduce_init(x, y, MPI.SUM, **c.kw)
+        req.Start()
+        req.Wait()
+        req.Free()
+        req.Start()
+    h.check("Allreduce_init: Start after Free", start_after_free,
+            "allreduce")
+    h.finish()
+
+
+def test_an_error_in_a_one_round_persistent_call(comm):
+    """A user op that raises in a prepared call's reduction: Wait raises
+    it, and so does every later Wait/Test (the request stays active), on
+    every rank (all of them reduce in the first round at a power of two;
+    elsewhere some would wait for a rank that raised); a new request then
+    runs as usual."""
+    if comm.size & (comm.size - 1):
+        pytest.skip("a rank that does not reduce would wait forever")
+    def broken(a, b):
+        raise ArithmeticError("broken op")
+
+    op = mpicoll.Op.from_callable(broken, commute=True)
+    x = np.ones(4)
+    req = mpicoll.ProcessGroup(comm).prepare("all_reduce", x, op,
+                                             algorithm="recursive_doubling")
+    req.Start()
+    if comm.size > 1:  # one rank: a copy, no reduction
+        for again in (req.Wait, req.Wait, req.Test):
+            with pytest.raises(ArithmeticError, match="broken op"):
+                again()
+    else:
+        req.Wait()
+        req.Free()
+    good = comm.Allreduce_init(MPI.IN_PLACE, x, MPI.SUM,
+                               algorithm="recursive_doubling")
+    for _ in range(2):
+        x[...] = 1
+        good.Start()
+        good.Wait()
+        assert np.all(x == comm.size)
+    good.Free()
