@@ -20,11 +20,12 @@ sleeps through reductions, and stops when every rank is done.
 It runs on SimGrid 3.32 (Debian's, ``scripts/simgrid.sh``) and 4.x (4.1:
 ``scripts/simgrid41.sh``), whichever the job's ``simgrid`` folder (put
 first on ``sys.path``) or the venv provides. The two differ in the calls
-kept in :func:`wait_any` and :func:`add_actor`: 3.32 waits with
-``Comm.wait_any(list)``, 4.x with an ``ActivitySet``; 3.32 starts actors
-with ``Actor.create``, 4.x with ``Host.add_actor``. 4.x also keeps an
-actor's activities in a set, where 3.32 removes each finished one from a
-list in time linear in it (O(p²) per round of p flows).
+kept in :class:`InFlight` and :func:`add_actor`: 3.32 waits with
+``Comm.wait_any(list)`` and then sweeps every comm in flight, 4.x keeps
+one ``ActivitySet`` and is told which comm ended; 3.32 starts actors with
+``Actor.create``, 4.x with ``Host.add_actor``. 4.x also keeps an actor's
+activities in a set, where 3.32 removes each finished one from a list in
+time linear in it (O(p²) per round of p flows).
 """
 
 import heapq
@@ -34,22 +35,64 @@ import sys
 import time
 
 
-def wait_any(sg, active: list, timeout: float | None) -> bool:
-    """Block until one of the ``active`` comms is done (True) or ``timeout``
-    simulated seconds pass (False; None waits without limit)."""
-    if hasattr(sg, "ActivitySet"):  # SimGrid 4.x
-        waiting = sg.ActivitySet(active)
-        if timeout is None:
-            waiting.wait_any()
-            return True
+class InFlight:
+    """The comms in flight, each with its flow, in the order they started.
+
+    :meth:`wait` returns the flows that ended at the next instant at which
+    any ends. On SimGrid 4.x one ``ActivitySet`` lives as long as the
+    controller: comms are pushed as they start, and a wait returns the comm
+    that ended, whose flow a dict gives. When a second comm ended at the
+    same instant (``test_any``: a round whose flows all end together),
+    every comm in flight is swept once and the set rebuilt from those left:
+    one sweep per instant rather than one wait per flow, since each 4.x
+    wait or test costs time linear in the set (in C++). SimGrid 3.32 takes
+    a list per wait, so each wait there is followed by the sweep.
+    Either way the flows come back in the order they started, so the
+    simulation does not depend on the SimGrid version's bookkeeping.
+    """
+
+    def __init__(self, sg):
+        self.sg = sg
+        self.flow = {}  # comm -> flow, in start order
+        self.set = sg.ActivitySet() if hasattr(sg, "ActivitySet") else None
+
+    def __bool__(self) -> bool:
+        return bool(self.flow)
+
+    def start(self, comm, flow: int) -> None:
+        """Track ``comm``, which carries ``flow``."""
+        self.flow[comm] = flow
+        if self.set is not None:
+            self.set.push(comm)
+
+    def wait(self, timeout: float | None) -> list[int]:
+        """Block until a comm ends; the flows that ended at that instant,
+        or ``[]`` when ``timeout`` simulated seconds pass first (None waits
+        without limit)."""
+        sg = self.sg
+        if self.set is None:  # SimGrid 3.32
+            comms = list(self.flow)
+            if timeout is None:
+                ended = sg.Comm.wait_any(comms)
+            else:
+                ended = sg.Comm.wait_any_for(comms, timeout)
+            return self._sweep() if ended >= 0 else []
         try:
-            waiting.wait_any_for(timeout)
+            first = (self.set.wait_any() if timeout is None
+                     else self.set.wait_any_for(timeout))
         except sg.TimeoutException:
-            return False
-        return True
-    if timeout is None:  # SimGrid 3.32
-        return sg.Comm.wait_any(active) >= 0
-    return sg.Comm.wait_any_for(active, timeout) >= 0
+            return []
+        if self.set.test_any() is None:  # it ended alone
+            return [self.flow.pop(first)]
+        done = self._sweep()
+        self.set = sg.ActivitySet(list(self.flow))
+        return done
+
+    def _sweep(self) -> list[int]:
+        """Retire every comm that has ended (``test()`` retires it; one a
+        wait returned tests True again), in start order."""
+        ended = [c for c in self.flow if c.remaining == 0 and c.test()]
+        return [self.flow.pop(c) for c in ended]
 
 
 def add_actor(sg, name: str, host, body) -> None:
@@ -70,7 +113,7 @@ def control(sg, job: dict, hosts: list, out: dict) -> None:
     cursor = [0] * p
     finish = [0.0] * p
     round_end = [0.0] * max((len(r) for r in ops), default=0)
-    active, active_flow = [], []  # comms in flight and their flows
+    active = InFlight(sg)
     timers = []  # (when a reduction ends, rank)
     ready = list(range(p))  # ranks to post their next round
 
@@ -103,33 +146,20 @@ def control(sg, job: dict, hosts: list, out: dict) -> None:
             for f in flows:
                 need[f] -= 1
                 if not need[f]:
-                    active.append(sg.Comm.sendto_async(
-                        hosts[src[f]], hosts[dst[f]], nbytes[f]))
-                    active_flow.append(f)
+                    active.start(sg.Comm.sendto_async(
+                        hosts[src[f]], hosts[dst[f]], nbytes[f]), f)
             if not flows:
                 comm_done(rank, now)
         if not active and not timers:
             break
         if not active:
             sg.this_actor.sleep_until(timers[0][0])
-            flowed = False
-        else:
-            flowed = wait_any(sg, active, max(0.0, timers[0][0] - now)
-                              if timers else None)
-        now = clock()
-        if flowed:
-            # Every flow that ended at this instant, in one sweep: a
-            # finished transfer has nothing left, and test() retires it
-            # (the one the wait returned tests True again).
             done = []
-            keep_c, keep_f = [], []
-            for c, f in zip(active, active_flow):
-                if c.remaining == 0 and c.test():
-                    done.append(f)
-                else:
-                    keep_c.append(c)
-                    keep_f.append(f)
-            active, active_flow = keep_c, keep_f
+        else:
+            done = active.wait(max(0.0, timers[0][0] - now) if timers
+                               else None)
+        now = clock()
+        if done:
             for f in done:
                 for rank in (src[f], dst[f]):
                     pending[rank] -= 1
