@@ -15,7 +15,9 @@ once per size (:mod:`mpicoll.netsim.program`, the same calls as
 run: the predicted time, the flows simulated and the rounds charged
 without being simulated, the seconds it took to build the program (once
 per algorithm and size, repeated on each of its lines), the SimGrid
-child's wall time and peak memory, and the SimGrid version. Rank ``r``
+child's wall time and peak memory, and the SimGrid version (exit status
+1 when an algorithm was skipped: ``--sample-rounds`` or ``--symmetric``
+does not fit its schedules). Rank ``r``
 sits on node ``r`` (one rank per node); γ as the simulate command's
 default (1e-10 s per byte), α and β the platforms' defaults.
 """
@@ -30,14 +32,14 @@ from mpicoll.bench.cli import parse_size
 from mpicoll.bench.specs import SPECS
 from mpicoll.coll import lookup
 from mpicoll.netsim import parse, run_program
-from mpicoll.netsim.program import build, compress, sig, symmetric_sigs
+from mpicoll.netsim.program import build, network_sigs, sig
 
 GAMMA = 1e-10  # s per byte reduced: python -m mpicoll.simulate's default
 ITEMSIZE = 4  # float32
 
 
 def program(collective: str, algorithm: str, size: int, count: int,
-            keep: int | None, symmetric: bool):
+            keep: int | None, sample: int | None, symmetric: bool):
     """The flows of ``algorithm`` on ``size`` ranks (rank r on node r) and
     the symmetry used, as :func:`mpicoll.netsim.simulate` builds them."""
     alg = lookup(collective, algorithm)
@@ -46,13 +48,9 @@ def program(collective: str, algorithm: str, size: int, count: int,
     def rank_sig(rank):
         return sig(alg.schedule(rank, size, count, nodes=nodes), ITEMSIZE)
 
-    if symmetric:
-        sigs, runs, symmetry = symmetric_sigs(rank_sig, size, keep)
-    else:
-        sigs, runs, symmetry = [rank_sig(r) for r in range(size)], (), None
-        if keep is not None:
-            sigs, runs = compress(sigs, keep)
-    return build(sigs, runs), symmetry
+    sigs, runs, gaps, symmetry = network_sigs(
+        rank_sig, size, keep=keep, sample=sample, symmetric=symmetric)
+    return build(sigs, runs, gaps), symmetry
 
 
 def main(argv=None) -> int:
@@ -69,16 +67,24 @@ def main(argv=None) -> int:
                    help="a platform spec (repeat the option for more)")
     p.add_argument("--keep", type=int, metavar="K",
                    help="simulate K rounds of each run of identical rounds")
+    p.add_argument("--sample-rounds", type=int, metavar="N",
+                   help="simulate N pairs of consecutive rounds, "
+                        "interpolate the others (rounds that all differ)")
     p.add_argument("--symmetric", action="store_true",
                    help="build rank 0's schedule and a sample only")
     p.add_argument("--simgrid", metavar="DIR",
                    help="folder of the SimGrid module (default: the venv's)")
     p.add_argument("--timeout", type=float, default=600.0)
     args = p.parse_args(argv)
+    if args.sample_rounds is not None and args.keep is not None:
+        p.error("--keep and --sample-rounds: use one")
+    if args.sample_rounds is not None and args.sample_rounds < 2:
+        p.error("--sample-rounds must be >= 2 (the first and last pairs)")
     platforms = [parse(spec) for spec in args.network]
     for plat in platforms:
         plat.node_map(args.ranks)  # PlatformError if the ranks do not fit
     spec = SPECS[args.collective]
+    failed = 0
     print("collective algorithm network ranks bytes predicted_us flows "
           "rounds_cut symmetry build_s simgrid_wall_s simgrid_peak_mb "
           "simgrid", flush=True)
@@ -86,8 +92,14 @@ def main(argv=None) -> int:
         for size in map(parse_size, args.size.split(",")):
             count = spec.count_for(size, args.ranks, ITEMSIZE)
             t0 = time.perf_counter()
-            prog, symmetry = program(args.collective, algorithm, args.ranks,
-                                     count, args.keep, args.symmetric)
+            try:
+                prog, symmetry = program(args.collective, algorithm,
+                                         args.ranks, count, args.keep,
+                                         args.sample_rounds, args.symmetric)
+            except ValueError as e:
+                print(f"# {algorithm} skipped: {e}", file=sys.stderr)
+                failed = 1
+                continue
             built = time.perf_counter() - t0
             for plat in platforms:
                 res = run_program(prog, plat, gamma=GAMMA, itemsize=ITEMSIZE,
@@ -97,7 +109,7 @@ def main(argv=None) -> int:
                       f"{res.time * 1e6:.2f} {res.flows} {res.rounds_cut} "
                       f"{symmetry or 'exact'} {built:.1f} {res.wall:.1f} "
                       f"{res.maxrss_mb:.0f} {res.version}", flush=True)
-    return 0
+    return failed
 
 
 if __name__ == "__main__":

@@ -96,6 +96,10 @@ def _parser() -> argparse.ArgumentParser:
     a("--keep", type=int, metavar="K",
       help="simgrid: simulate K rounds of each run of identical rounds and "
            "extrapolate (default: all)")
+    a("--sample-rounds", type=int, metavar="N",
+      help="simgrid: simulate N pairs of consecutive rounds (first and "
+           "last included) and interpolate the others' durations, for "
+           "schedules whose rounds all differ (default: all)")
     a("--symmetric", action="store_true",
       help="simgrid: build rank 0's schedule and a sample, relabel the rest")
     a("--timeout", type=float, default=300.0, metavar="SECONDS",
@@ -152,6 +156,13 @@ def parse_args(argv) -> argparse.Namespace:
         (min(args.alpha, args.gamma) < 0 or args.beta <= 0,
          "--alpha and --gamma must be >= 0, --beta > 0"),
         (args.keep is not None and args.keep < 2, "--keep must be >= 2"),
+        (args.sample_rounds is not None and args.sample_rounds < 2,
+         "--sample-rounds must be >= 2 (the first and last pairs)"),
+        (args.sample_rounds is not None and args.keep is not None,
+         "--keep and --sample-rounds are two ways to leave rounds out: "
+         "use one"),
+        (args.sample_rounds is not None and args.model != "simgrid",
+         "--sample-rounds is for --model simgrid"),
         (args.plot is not None and not plotting.available(),
          "--plot needs matplotlib (pip install 'mpicoll[plot]')")]
     for bad, message in problems:
@@ -270,6 +281,7 @@ def predicted_seconds(args, collective: str, algorithm: str, size: int,
 
     return simulate(collective, algorithm, size, count, args.platform,
                     itemsize=itemsize, gamma=args.gamma, keep=args.keep,
+                    sample=args.sample_rounds,
                     dims=dims,
                     symmetric=args.symmetric, timeout=args.timeout,
                     simgrid=args.simgrid).time
@@ -344,7 +356,8 @@ def header(args, argv) -> dict:
             "calibration": args.calibrated and args.calibrated.description,
             "calibration_intra": (args.calibrated_intra
                                   and args.calibrated_intra.description),
-            "keep": args.keep, "symmetric": args.symmetric,
+            "keep": args.keep, "sample_rounds": args.sample_rounds,
+            "symmetric": args.symmetric,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "command": " ".join([sys.executable, "-m", "mpicoll.simulate",
                                  *argv])}

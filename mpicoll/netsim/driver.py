@@ -1,7 +1,7 @@
 """Run schedules on a SimGrid network: predicted time of a collective.
 
 :func:`simulate` builds every rank's schedule (or, with ``symmetric=True``,
-rank 0's and a sample: :func:`mpicoll.netsim.program.symmetric_sigs`), turns
+rank 0's and a sample: :func:`mpicoll.netsim.program.network_sigs`), turns
 them into flows (:mod:`mpicoll.netsim.program`) and replays them in SimGrid
 on a :class:`~mpicoll.netsim.platform.Platform`.
 
@@ -52,13 +52,7 @@ import numpy as np
 from mpicoll.coll import lookup
 from mpicoll.netsim import replay
 from mpicoll.netsim.platform import Platform, parse
-from mpicoll.netsim.program import (
-    Program,
-    build,
-    compress,
-    sig,
-    symmetric_sigs,
-)
+from mpicoll.netsim.program import Program, build, network_sigs, sig
 
 #: SimGrid options that make a flat network exact α-β (the correction
 #: factors model TCP; they are on by default in SimGrid).
@@ -96,7 +90,8 @@ def calibrate_gamma(itemsize: int = 4, n_bytes: int = 1 << 23) -> float:
 def simulate(collective: str, algorithm: str, size: int, count,
              platform: Platform | str, *, itemsize: int = 4, root: int = 0,
              gamma: float | None = None, keep: int | None = None,
-             symmetric: bool = False, model_factors: bool = False,
+             sample: int | None = None, symmetric: bool = False,
+             model_factors: bool = False,
              timeout: float | None = None, simgrid: str | None = None,
              **params) -> Result:
     """Simulate ``algorithm`` of ``collective`` on ``size`` ranks.
@@ -108,6 +103,10 @@ def simulate(collective: str, algorithm: str, size: int, count,
     (default :func:`calibrate_gamma`). ``keep``: simulate only the first
     ``keep`` rounds of every run of identical rounds and extrapolate
     (:func:`mpicoll.netsim.program.compress`); None is exact.
+    ``sample``: simulate only ``sample`` pairs of consecutive rounds and
+    interpolate the others' durations
+    (:func:`mpicoll.netsim.program.sample_rounds`; ValueError where the
+    ranks' rounds do not allow it); None is exact.
     ``symmetric``: build rank 0's schedule and a sample only
     (:func:`mpicoll.netsim.program.symmetric_sigs`). ``timeout``: seconds
     for the SimGrid run. ``simgrid``: a folder holding the SimGrid module
@@ -125,14 +124,9 @@ def simulate(collective: str, algorithm: str, size: int, count,
         return sig(alg.schedule(rank, size, count, root=root, nodes=nodes,
                                 **params), itemsize)
 
-    symmetry = None
-    if symmetric:
-        sigs, runs, symmetry = symmetric_sigs(rank_sig, size, keep)
-    else:
-        sigs, runs = [rank_sig(r) for r in range(size)], ()
-        if keep is not None:
-            sigs, runs = compress(sigs, keep)
-    result = run_program(build(sigs, runs), platform, gamma=gamma,
+    sigs, runs, gaps, symmetry = network_sigs(
+        rank_sig, size, keep=keep, sample=sample, symmetric=symmetric)
+    result = run_program(build(sigs, runs, gaps), platform, gamma=gamma,
                          itemsize=itemsize, model_factors=model_factors,
                          timeout=timeout, simgrid=simgrid)
     return result._replace(symmetry=symmetry)
@@ -144,8 +138,10 @@ def run_program(program: Program, platform: Platform, *,
                 simgrid: str | None = None) -> Result:
     """Simulate a :class:`~mpicoll.netsim.program.Program` in a child
     process; extrapolates its compressed runs (``(n - kept) × Δ`` each,
-    Δ the mean duration of the run's kept rounds after the first, taken
-    from the latest rank's round ends)."""
+    Δ the mean duration of the run's kept rounds after the first) and its
+    gaps (``m × (d_a + d_b) / 2`` each, ``d_a`` and ``d_b`` the durations
+    of the second rounds of the sampled pairs on either side), durations
+    taken from the latest rank's round ends."""
     if gamma is None:
         gamma = calibrate_gamma(itemsize)
     job = {"src": program.src, "dst": program.dst, "nbytes": program.nbytes,
@@ -173,13 +169,17 @@ def run_program(program: Program, platform: Platform, *,
     if "error" in done:
         raise RuntimeError(f"SimGrid run stopped: {done['error']}")
     end = done["round_end"]
+    took = [b - a for a, b in zip([0.0, *end], end)]  # per simulated round
     extra = sum((run.length - run.kept) / (run.kept - 1)
                 * (end[run.start + run.kept - 1] - end[run.start])
                 for run in program.runs)
+    extra += sum(gap.rounds * (took[gap.after] + took[gap.after + 2]) / 2
+                 for gap in program.gaps)
     finish = tuple(t + extra for t in done["finish"])
-    return Result(max(finish, default=0.0), finish, len(program.src),
-                  sum(run.length - run.kept for run in program.runs), None,
-                  done["wall"], done["maxrss_mb"], done["version"])
+    cut = sum(run.length - run.kept for run in program.runs) + sum(
+        gap.rounds for gap in program.gaps)
+    return Result(max(finish, default=0.0), finish, len(program.src), cut,
+                  None, done["wall"], done["maxrss_mb"], done["version"])
 
 
 def simgrid_folder(folder: str | None = None) -> str | None:

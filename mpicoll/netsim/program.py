@@ -8,7 +8,7 @@ network only sizes matter, so each round is reduced to a :class:`Sig`:
 of ranks match in posting order, as in MPI) into a :class:`Program`: one
 flow per message, and for each rank and round the flows it waits for.
 
-Two reductions make large rank counts affordable; both are approximations
+Three reductions make large rank counts affordable; all are approximations
 the caller asks for and :mod:`mpicoll.netsim.driver` reports:
 
 Repeated rounds (:func:`compress`)
@@ -18,6 +18,25 @@ Repeated rounds (:func:`compress`)
     the rest are charged at the mean duration of the kept rounds after the
     first (``(n - keep) × Δ``, Δ measured on the network, contention
     included; the mean smooths rounds that alternate in length).
+
+Sampled rounds (:func:`sample_rounds`)
+    Where every round differs (the pairwise all-to-all and reduce-scatter:
+    round k talks to the rank k away), only ``n`` pairs of consecutive
+    rounds are simulated, one after another: the first two, the last two
+    and one pair drawn at random in each of ``n - 2`` equal strata between.
+    The rounds between two pairs are charged the durations of the pairs'
+    second rounds, linearly interpolated by round index (the trapezoid
+    rule: ``m × (d_a + d_b) / 2`` for ``m`` rounds). Durations come from
+    the latest rank's round ends; a pair's first round absorbs the change
+    of pattern (ranks drift apart by round, and adjacent rounds load the
+    network alike, so a round's duration depends on the round before: a
+    single sampled round after an unrelated one ran up to 20% fast on a
+    hypercube). Exact where every round takes as long (a flat network);
+    elsewhere the error is how far the left-out rounds stray from the line
+    between the sampled ones (docs/simulation.md measures it). Every rank
+    must have the same rounds count and each sampled round must be closed
+    (its messages sent and received in that round, checked), so dropping
+    the others leaves every message matched.
 
 Symmetry (:func:`symmetric_sigs`)
     Building ``p`` schedules of ``2(p-1)`` rounds (a ring at 65,536 ranks)
@@ -55,6 +74,16 @@ class Run(NamedTuple):
     length: int
 
 
+class Gap(NamedTuple):
+    """``rounds`` rounds of the real program, not simulated, between the
+    simulated rounds ``after`` and ``after + 1``; charged by the durations
+    of ``after`` and ``after + 2``, the second rounds of the sampled pairs
+    on either side (:func:`sample_rounds`)."""
+
+    after: int
+    rounds: int
+
+
 class Program(NamedTuple):
     """Flows and per-rank rounds, in plain lists (cheap to write as JSON).
 
@@ -69,6 +98,7 @@ class Program(NamedTuple):
     ops: list[list[list[int]]]
     reduce_bytes: list[list[int]]
     runs: tuple[Run, ...]  # the compressed runs (empty: exact)
+    gaps: tuple[Gap, ...]  # the rounds left out by sampling (empty: exact)
 
 
 def sig(schedule: Schedule, itemsize: int) -> tuple[Sig, ...]:
@@ -81,7 +111,8 @@ def sig(schedule: Schedule, itemsize: int) -> tuple[Sig, ...]:
         for rnd in schedule.rounds)
 
 
-def build(sigs: list[tuple[Sig, ...]], runs: tuple[Run, ...] = ()) -> Program:
+def build(sigs: list[tuple[Sig, ...]], runs: tuple[Run, ...] = (),
+          gaps: tuple[Gap, ...] = ()) -> Program:
     """Match every send with its receive; raises ValueError on a send
     without a receive (or the other way round) or a length mismatch."""
     size = len(sigs)
@@ -120,7 +151,7 @@ def build(sigs: list[tuple[Sig, ...]], runs: tuple[Run, ...] = ()) -> Program:
                              f"{key[1]}, which receives {cursor[key]}")
     return Program(size, src, dst, nbytes, ops,
                    [[rnd.reduce_bytes for rnd in rounds] for rounds in sigs],
-                   runs)
+                   runs, gaps)
 
 
 def _check_peer(peer: int, size: int, rank: int) -> None:
@@ -165,6 +196,71 @@ def compress(sigs: list[tuple[Sig, ...]], keep: int,
     return short, tuple(records)
 
 
+def sample_rounds(sigs: list[tuple[Sig, ...]], n: int, seed: int = 0):
+    """``(sigs, gaps)``: ``n`` pairs of consecutive rounds of every rank's
+    (the first two and the last two rounds, and one pair drawn at random,
+    ``seed``, in each of ``n - 2`` equal strata between; every round when
+    there are no more than ``2n``), and the :class:`Gap` records that say
+    what was left out. Raises ValueError when ``n < 2`` or the ranks'
+    rounds counts differ."""
+    if n < 2:
+        raise ValueError("sample at least 2 pairs of rounds (the first and "
+                         "the last)")
+    counts = {len(rounds) for rounds in sigs}
+    if len(counts) > 1:
+        raise ValueError(f"the ranks have {min(counts)} to {max(counts)} "
+                         "rounds; sampling rounds needs every rank to have "
+                         "as many")
+    total = counts.pop() if counts else 0
+    if total <= 2 * n:
+        return sigs, ()
+    rng = random.Random(seed)
+    edges = [2 + i * (total - 4) // (n - 2) for i in range(n - 1)]
+    starts = [0, *(rng.randrange(a, b - 1) for a, b in zip(edges, edges[1:])),
+              total - 2]
+    gaps = tuple(Gap(2 * i + 1, b - a - 2)
+                 for i, (a, b) in enumerate(zip(starts, starts[1:]))
+                 if b > a + 2)
+    picks = [k for a in starts for k in (a, a + 1)]
+    return [tuple(rounds[k] for k in picks) for rounds in sigs], gaps
+
+
+def check_closed(sigs: list[tuple[Sig, ...]]) -> None:
+    """Raise ValueError unless every message is sent and received in the
+    same round (what :func:`sample_rounds` needs of the rounds it keeps)."""
+    for k in range(max((len(r) for r in sigs), default=0)):
+        sent, received = defaultdict(int), defaultdict(int)
+        for rank, rounds in enumerate(sigs):
+            if k < len(rounds):
+                for peer, n in rounds[k].sends:
+                    sent[rank, peer, n] += 1
+                for peer, n in rounds[k].recvs:
+                    received[peer, rank, n] += 1
+        if sent != received:
+            src, dst, n = next(key for key in sent.keys() | received.keys()
+                               if sent[key] != received[key])
+            raise ValueError(
+                f"round {k}: the message of {n} bytes from rank {src} to "
+                f"{dst} is not sent and received in the same round, so "
+                "rounds cannot be sampled")
+
+
+def cut_rounds(sigs: list[tuple[Sig, ...]], keep: int | None = None,
+               sample: int | None = None):
+    """``(sigs, runs, gaps)``: ``sigs`` with runs of identical rounds cut
+    to ``keep`` (:func:`compress`) or ``sample`` rounds kept
+    (:func:`sample_rounds`), or as they are when both are None. Raises
+    ValueError when both are given: two ways to leave rounds out."""
+    if keep is not None and sample is not None:
+        raise ValueError("keep repeated rounds or sample rounds, not both")
+    if keep is not None:
+        return (*compress(sigs, keep), ())
+    if sample is not None:
+        short, gaps = sample_rounds(sigs, sample)
+        return short, (), gaps
+    return sigs, (), ()
+
+
 _RELABEL: dict[str, tuple[Callable[[int, int, int], int], ...]] = {
     # (to rank 0's frame, back to rank r's) for a peer of rank r among p
     "shift": (lambda peer, r, p: (peer - r) % p,
@@ -180,13 +276,35 @@ def _relabel(rounds: tuple[Sig, ...], f, r: int, p: int) -> tuple[Sig, ...]:
         for rnd in rounds)
 
 
+def network_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int, *,
+                 keep: int | None = None, sample: int | None = None,
+                 symmetric: bool = False):
+    """``(sigs, runs, gaps, symmetry)``: the rounds of ``size`` ranks
+    (``rank_sig(r)`` builds rank r's) cut as :func:`cut_rounds` says, from
+    every rank's schedule or, with ``symmetric``, from rank 0's and a
+    sample (:func:`symmetric_sigs`; ``symmetry`` None otherwise). Sampled
+    rounds are checked closed (:func:`check_closed`)."""
+    if symmetric:
+        sigs, runs, gaps, symmetry = symmetric_sigs(rank_sig, size, keep,
+                                                    sample)
+    else:
+        symmetry = None
+        sigs, runs, gaps = cut_rounds([rank_sig(r) for r in range(size)],
+                                      keep, sample)
+    if sample is not None:
+        check_closed(sigs)
+    return sigs, runs, gaps, symmetry
+
+
 def symmetric_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
-                   keep: int | None = None, samples: int = 8, seed: int = 0):
-    """``(sigs, runs, symmetry)`` for all ``size`` ranks from rank 0's
-    schedule and ``samples`` other sampled ranks' (``rank_sig(r)`` builds
-    one). Runs are found on rank 0 (by symmetry they are every rank's) and
-    cut to ``keep`` rounds before the other ranks are generated. Raises
-    ValueError when no symmetry fits the sample."""
+                   keep: int | None = None, sample: int | None = None,
+                   samples: int = 8, seed: int = 0):
+    """``(sigs, runs, gaps, symmetry)`` for all ``size`` ranks from rank
+    0's schedule and ``samples`` other sampled ranks' (``rank_sig(r)``
+    builds one). Rank 0's rounds are cut (:func:`cut_rounds` with ``keep``
+    or ``sample``; by symmetry its runs are every rank's) before the other
+    ranks are generated. Raises ValueError when no symmetry fits the
+    sample."""
     base = rank_sig(0)
     picks = {1, size - 1, size // 2}
     rng = random.Random(seed)
@@ -204,8 +322,7 @@ def symmetric_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
             f"the schedules of {size} ranks are not symmetric under a shift "
             "or xor of ranks (try a count divisible by the rank count, or "
             "the exact simulation)")
-    runs: tuple[Run, ...] = ()
-    if keep is not None:
-        (base,), runs = compress([base], keep)
+    (base,), runs, gaps = cut_rounds([base], keep, sample)
     back = _RELABEL[name][1]
-    return ([_relabel(base, back, r, size) for r in range(size)], runs, name)
+    return ([_relabel(base, back, r, size) for r in range(size)], runs, gaps,
+            name)

@@ -16,7 +16,17 @@ import pytest
 from mpicoll.coll import lookup
 from mpicoll.netsim import PlatformError, parse, simulate
 from mpicoll.netsim.driver import simgrid_folder
-from mpicoll.netsim.program import Sig, build, compress, find_runs, sig
+from mpicoll.netsim.program import (
+    Gap,
+    Sig,
+    build,
+    check_closed,
+    compress,
+    cut_rounds,
+    find_runs,
+    sample_rounds,
+    sig,
+)
 
 GAMMA = 2e-10  # s/byte: fixed, so expected times are exact
 
@@ -143,6 +153,38 @@ def test_runs_of_identical_rounds():
     assert [tuple(r) for r in runs] == [(0, 3, 7), (3, 3, 7)]
 
 
+def test_sampled_rounds():
+    alg = lookup("alltoall", "pairwise")  # 30 rounds, all different
+    sigs = [sig(alg.schedule(r, 31, 1), 4) for r in range(31)]
+    short, gaps = sample_rounds(sigs, 4)
+    assert [len(r) for r in short] == [8] * 31
+    picks = [sigs[3].index(rnd) for rnd in short[3][::2]]
+    assert picks[0] == 0 and picks[-1] == 28
+    assert 2 <= picks[1] < 14 <= picks[2] < 28 - 1  # one pair per stratum
+    assert gaps == tuple(Gap(2 * i + 1, b - a - 2) for i, (a, b)
+                         in enumerate(zip(picks, picks[1:])) if b > a + 2)
+    assert sum(g.rounds for g in gaps) == 30 - 8
+    assert sample_rounds(sigs, 4) == (short, gaps)  # seeded
+    assert sample_rounds(sigs, 15) == (sigs, ())
+    check_closed(short)
+
+
+def test_sampling_refuses_what_it_cannot_do():
+    with pytest.raises(ValueError, match="at least 2"):
+        sample_rounds(ring_sigs(4), 1)
+    uneven = [(Sig((), (), 0),), ()]
+    with pytest.raises(ValueError, match="0 to 1 rounds"):
+        sample_rounds(uneven, 2)
+    late = [(Sig(((1, 8),), (), 0), Sig((), (), 0)),
+            (Sig((), (), 0), Sig((), ((0, 8),), 0))]
+    build(late)  # a message may span rounds; sampled rounds may not
+    with pytest.raises(ValueError, match="round 0: the message of 8 bytes "
+                       "from rank 0 to 1"):
+        check_closed(late)
+    with pytest.raises(ValueError, match="not both"):
+        cut_rounds(ring_sigs(4), keep=2, sample=2)
+
+
 # --- simulations ----------------------------------------------------------
 
 @pytest.mark.parametrize("algorithm, p", [
@@ -181,6 +223,31 @@ def test_repeated_rounds_match_exact(simgrid, spec):
     assert short.time == pytest.approx(exact.time, rel=1e-9)
     assert sym.time == pytest.approx(exact.time, rel=1e-9)
     assert sym.symmetry == "shift"
+
+
+@pytest.mark.parametrize("collective", ["alltoall", "reduce_scatter_block"])
+def test_sampled_rounds_exact_where_rounds_are_alike(simgrid, collective):
+    """On flat every pairwise round costs the same: the interpolation
+    charges the 9 rounds left out exactly."""
+    exact = simulate(collective, "pairwise", 16, 1024, "flat:16",
+                     gamma=GAMMA)
+    sym = simulate(collective, "pairwise", 16, 1024, "flat:16", gamma=GAMMA,
+                   sample=3, symmetric=True)
+    assert (sym.rounds_cut, sym.flows, sym.symmetry) == (9, 96, "shift")
+    assert sym.time == pytest.approx(exact.time, rel=1e-9)
+    # on a torus the rounds differ (partners at other distances) and so
+    # does the estimate; with every round sampled it is exact again
+    torus = simulate(collective, "pairwise", 16, 1024, "torus:4x4",
+                     gamma=GAMMA)
+    full = simulate(collective, "pairwise", 16, 1024, "torus:4x4",
+                    gamma=GAMMA, sample=8)
+    assert full.rounds_cut == 0
+    assert full.time == pytest.approx(torus.time, rel=1e-9)
+
+
+def test_sampling_needs_closed_rounds_of_one_length(simgrid):
+    with pytest.raises(ValueError, match="rounds; sampling"):
+        simulate("bcast", "pipelined", 8, 64, "flat:8", sample=2)
 
 
 def test_symmetry_needs_a_symmetric_schedule(simgrid):

@@ -97,6 +97,19 @@ def test_a_simgrid_folder_without_simgrid_is_a_usage_error(tmp_path, capsys,
     assert "MPICOLL_SIMGRID" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("extra, message", [
+    (["--sample-rounds", "1"], "--sample-rounds must be >= 2"),
+    (["--sample-rounds", "x"], "invalid int value"),
+    (["--sample-rounds", "3", "--keep", "4"], "use one"),
+    (["--sample-rounds", "3", "--model", "analytic"], "for --model simgrid"),
+])
+def test_bad_sample_rounds_is_a_usage_error(capsys, extra, message):
+    args = ["-c", "alltoall", "-a", "pairwise", "--model", "simgrid", *extra]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "usage" in err and message in err
+
+
 def test_module_entry_point():
     proc = subprocess.run([sys.executable, "-m", "mpicoll.simulate", "-a",
                            "ring", "--ranks", "4", "-b", "64", "-e", "64"],
