@@ -66,9 +66,15 @@ class CompiledPlan:
     plan's ``end`` is the event after its last device work (its scratch
     and mirrors live in the steps' views). ``background``: a nonblocking
     host run is handed to the progress thread
-    (:func:`~mpicoll.schedule.executor.needs_progress`)."""
+    (:func:`~mpicoll.schedule.executor.needs_progress`). ``execution``:
+    the :class:`~mpicoll.schedule.executor.Execution` of its last
+    nonblocking host run, restarted (on the new call's tag) by the next
+    one instead of making another (:meth:`mpicoll.engine.Engine.launch`);
+    never shared by two runs, since a run holds the plan ``busy`` until it
+    completes (one that failed never releases it)."""
 
-    __slots__ = ("background", "busy", "end", "owners", "steps")
+    __slots__ = ("background", "busy", "end", "execution", "owners",
+                 "steps")
 
     def __init__(self, steps: tuple[Step, ...], owners: tuple,
                  end=None, background: bool = True) -> None:
@@ -77,6 +83,7 @@ class CompiledPlan:
         self.busy = False
         self.end = end
         self.background = background
+        self.execution = None
 
 
 class Context:

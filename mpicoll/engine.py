@@ -200,8 +200,8 @@ class Engine(Replays, Choosing):
                                  recv, call.owners)
             if async_op:
                 start = partial(self._started, plan, call.stage,
-                                self.where_alg(call, alg), finish,
-                                call.owners)
+                                self.where_alg(call, alg),
+                                partial(_release, plan, finish), call.owners)
                 if call.memo is not None:
                     self._remember(self._restarts, call.memo, start)
                 return start()
@@ -216,22 +216,23 @@ class Engine(Replays, Choosing):
             finish()
         return None
 
-    def _started(self, plan, stage, where, finish, owners) -> Work | None:
+    def _started(self, plan, stage, where, release, owners) -> Work | None:
         """``plan`` launched as a nonblocking call (None while a previous
-        launch of it is still in flight: the caller then plans anew)."""
+        launch of it is still in flight: the caller then plans anew), on
+        the plan's last execution restarted if it had one;
+        ``release`` (:func:`_release`) runs at completion."""
         if plan.busy:
             return None
         plan.busy = True
         tag = self.ctx.next_tag()
         if stage is not None:
             stage()
-
-        def release():
-            plan.busy = False
-            if finish is not None:
-                finish()
-
-        execution = Execution(plan.steps, self.ctx.comm, tag)
+        execution = plan.execution
+        if execution is None:
+            execution = plan.execution = Execution(plan.steps, self.ctx.comm,
+                                                   tag)
+        else:
+            execution.restart(tag)
         work = Work(where=where, finish=release, keep=owners,
                     execution=execution)
         if plan.background:
@@ -423,3 +424,11 @@ def _form(async_op) -> str:
     if async_op is PERSISTENT:
         return "persistent"
     return "nonblocking" if async_op else "blocking"
+
+
+def _release(plan, finish) -> None:
+    """A nonblocking run of ``plan`` is complete: free the plan for the
+    next, then ``finish`` (None: nothing)."""
+    plan.busy = False
+    if finish is not None:
+        finish()

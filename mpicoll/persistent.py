@@ -15,7 +15,8 @@ wanted, until ``Free()``:
   request's own; each ``Start`` starts the first round's, and the
   progress thread advances the rest (not needed, and not used, when the
   first round is the only one and its messages are short:
-  :func:`~mpicoll.schedule.executor.needs_progress`);
+  :func:`~mpicoll.schedule.executor.needs_progress`; such a schedule runs
+  on a :class:`~mpicoll.schedule.executor.Round`, with no executor loop);
 - device arrays: each ``Start`` launches the prepared call as an ``I*``
   call would (device work and events per start).
 
@@ -204,7 +205,9 @@ class ScheduledPersistent(_Direct):
     :class:`~mpicoll.schedule.executor.Execution` runs them again on each
     ``Start`` (posting the first round; the progress thread advances the
     rest only where :func:`~mpicoll.schedule.executor.needs_progress`),
-    and ``Wait``/``Test`` complete it."""
+    and ``Wait``/``Test`` complete it. A schedule of one short round runs
+    on a :class:`~mpicoll.schedule.executor.Round` instead, made with the
+    request (:func:`~mpicoll.schedule.executor.one_round`)."""
 
     def __init__(self, where: dict, steps, comm, tag: int, stage, finish,
                  owners, free) -> None:

@@ -181,12 +181,15 @@ class Execution:
         self._lock = threading.Lock()
         self.restart()
 
-    def restart(self) -> None:
+    def restart(self, tag: int | None = None) -> None:
         """Run the steps from the first again (a persistent collective's
-        next start; only once finished): post the first round, and leave
-        the rest to ``test``/``wait``/the progress thread (which may
-        still hold the finished run: hence the lock)."""
+        next start, or a plan's next nonblocking call on its new ``tag``;
+        only once finished): post the first round, and leave the rest to
+        ``test``/``wait``/the progress thread (which may still hold the
+        finished run: hence the lock)."""
         with self._lock:
+            if tag is not None:
+                self._tag = tag
             self._next = 0
             self._posted = False  # the current step's messages are posted
             self._requests: list[MPI.Request] = []

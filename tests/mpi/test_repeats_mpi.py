@@ -50,6 +50,18 @@ def test_repeated_nonblocking_calls_follow_the_new_contents(h):
         return out
     h.check("Iallreduce x4 on the same arrays", allreduce, "allreduce")
 
+    def earlier_request(c):
+        x, y = ids(c.rank, 5), np.zeros(5, "i8")
+        first = c.comm.Iallreduce(x, y, MPI.SUM, **c.kw)
+        first.Wait()
+        x[...] = ids(c.rank, 5, 1)
+        second = c.comm.Iallreduce(x, y, MPI.SUM, **c.kw)  # in flight
+        out = [first.Test()]
+        second.Wait()
+        return [*out, first.Test(), first.Wait(), second.Test(), y]
+    h.check("a completed request, after the same call again", earlier_request,
+            "allreduce")
+
     def bcast(c):
         b = np.zeros(4, "i8")
         out = []
