@@ -63,7 +63,7 @@ from mpicoll.select import (
 from mpicoll.persistent import PERSISTENT, prepare
 from mpicoll.replay import Replays
 from mpicoll.watchdog import Watchdog
-from mpicoll.work import RequestWork, Work, then
+from mpicoll.work import RequestWork, ScheduleWork, Work, then
 
 class Call(NamedTuple):
     """One parsed collective call.
@@ -233,8 +233,7 @@ class Engine(Replays, Choosing):
                                                    tag)
         else:
             execution.restart(tag)
-        work = Work(where=where, finish=release, keep=owners,
-                    execution=execution)
+        work = ScheduleWork(where, execution, release, owners)
         if plan.background:
             progress.submit(execution)
         return work

@@ -165,6 +165,28 @@ class RequestWork(Work):
     wait.__doc__ = Work.wait.__doc__
 
 
+class ScheduleWork(Work):
+    """A :class:`Work` on a hand-built schedule's host
+    :class:`~mpicoll.schedule.executor.Execution` (no request, no device
+    events): made from positional arguments with class-level defaults, as
+    :class:`RequestWork` is, since a repeated ``I*`` call makes one per
+    call."""
+
+    _request = None
+    _device = None
+    _watch = None
+
+    def __init__(self, where: dict, execution: Execution, finish,
+                 keep) -> None:
+        self._where = where
+        self._execution = execution
+        self._finish = finish
+        self._keep = keep
+        self._completed = False
+        if execution.done:
+            self._complete()
+
+
 def waitall(works, timeout: float | None = None) -> None:
     """Wait for every :class:`Work` in ``works`` (``MPI.Request.Waitall``'s
     counterpart); with ``timeout``, seconds for all of them together."""
