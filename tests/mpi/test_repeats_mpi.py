@@ -230,3 +230,28 @@ def test_an_error_in_a_one_round_persistent_call(comm):
         good.Wait()
         assert np.all(x == comm.size)
     good.Free()
+
+
+def test_a_timed_wait_on_a_prepared_call_names_the_missing_peers(comm):
+    """Rank 0 starts a prepared recursive doubling (one round at two
+    ranks: the Round path) while the others hold back: its timed wait
+    raises, naming what is pending, and the request completes later."""
+    if comm.size == 1:
+        pytest.skip("no peer to wait for")
+    x = np.ones(4)
+    req = comm.Allreduce_init(MPI.IN_PLACE, x, MPI.SUM,
+                              algorithm="recursive_doubling")
+    if comm.rank == 0:
+        req.Start()
+        with pytest.raises(mpicoll.CollectiveTimeoutError) as info:
+            req.wait(timeout=0.2)
+        assert "receive from rank" in str(info.value), info.value
+        assert info.value.pending
+        MPI.Intracomm(comm).Barrier()
+    else:
+        MPI.Intracomm(comm).Barrier()
+        req.Start()
+    req.wait(timeout=60)
+    assert np.all(x == comm.size)
+    assert req.Test() and req.Wait()
+    req.Free()
