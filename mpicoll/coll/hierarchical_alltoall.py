@@ -155,3 +155,115 @@ def hierarchical_alltoall(rank, size, count, *, nodes) -> Schedule:
     if others:
         b.exchange(sends=[(d, col_of[d]) for d in others])
     return b.build()
+
+
+def _landing(b: ScheduleBuilder, spans: list[Span]) -> tuple[Span, list]:
+    """One span for a message made of ``spans`` back to back: the spans
+    themselves where they already are so (one buffer, each starting where
+    the one before it stops), else scratch; and the ``(piece of it, span)``
+    pairs that then move between the two (none in place)."""
+    spans = [s for s in spans if len(s)]
+    if not spans:
+        return Span("tmp", 0, 0), []
+    if all(a.buf == z.buf and a.stop == z.start for a, z in zip(spans, spans[1:])):
+        return Span(spans[0].buf, spans[0].start, spans[-1].stop), []
+    whole = b.alloc(sum(map(len, spans)))
+    at, pairs = 0, []
+    for s in spans:
+        pairs.append((whole.sub(at, at + len(s)), s))
+        at += len(s)
+    return whole, pairs
+
+
+def _packed(b: ScheduleBuilder, spans: list[Span]) -> Span:
+    """``spans`` back to back in one span, copied into scratch if need be
+    (:func:`_landing`)."""
+    whole, pairs = _landing(b, spans)
+    _copies(b, [(span, piece) for piece, span in pairs])
+    return whole
+
+
+@register(("alltoall", "alltoallv"), "hierarchical_2d", topology=True)
+def hierarchical_2d(rank, size, count, *, nodes) -> Schedule:
+    """Two-level all-to-all: regroup inside each node, then every rank exchanges across.
+
+    Tutel's and DeepSpeed-MoE's 2-D hierarchical all-to-all, with every
+    rank of a node taking part across the network (no leader): on ``m``
+    nodes of ``L`` ranks, rank ``l`` of node ``g`` first sends each rank
+    ``l'`` of its own node, in one message, its blocks for the ranks ``l'``
+    of every node (the intra-node all-to-all, one round); then, in ``m-1``
+    pairwise steps over the nodes, it sends rank ``l`` of node ``g+k`` the
+    ``L`` blocks its node's ranks have for it, and receives from rank
+    ``l`` of node ``g-k`` the ``L`` blocks for itself. Each rank sends
+    ``m-1`` messages across the network, each ``L`` blocks long, where the
+    pairwise exchange sends ``L(m-1)`` single blocks and the leader-based
+    ``hierarchical`` all-to-all funnels the node's ``L²``-block messages
+    through one rank. Alltoall and alltoallv alike (blocks have the
+    matrix's sizes). Nodes must all hold the same number of ranks;
+    uneven nodes run the pairwise exchange instead
+    (:func:`mpicoll.coll.alltoall.pairwise_v`).
+
+    Rounds: ``m`` on ``m`` nodes of ``L >= 2`` ranks (one inside the node,
+    ``m-1`` across), ``m-1`` with one rank per node.
+    Bytes sent: per rank ``n (L-1)/L`` inside the node and ``n (m-1)/m``
+    across (``n`` the send buffer: ``p count``) in ``L-1`` and ``m-1``
+    messages.
+    Temp memory: at most ``3n`` per rank: the packed intra-node messages
+    and what arrives of them, the packed outgoing messages across, and
+    what arrives across where a node's ranks are not consecutive.
+    Reference: Tutel (Hwang et al. 2023, 2DH all-to-all); DeepSpeed-MoE
+    (Rajbhandari et al. 2022, hierarchical all-to-all); Sack & Gropp 2012.
+
+    Trace, p=4 in nodes of 2 (``(0, 0, 1, 1)``), blocks ``b(s→d)``: round
+    1: 0 sends 1 ``b(0→1) b(0→3)``, 1 sends 0 ``b(1→0) b(1→2)``, 2 and 3
+    likewise; round 2: 0 sends 2 ``b(0→2) b(1→2)`` and receives ``b(2→0)
+    b(3→0)``, 1 and 3 swap the blocks for each other likewise.
+    """
+    matrix = _matrix(size, count)
+    groups = node_groups(nodes)
+    if len({len(members) for members in groups}) != 1:
+        return alltoall.pairwise_v(rank, size, matrix)
+    g, local = locate(rank, groups)
+    m, peers = len(groups), groups[g]
+    rows = block_bounds(matrix[rank])  # this rank's send layout
+    cols = block_bounds(row[rank] for row in matrix)  # its receive layout
+
+    def sent(d: int) -> Span:
+        return Span("send", rows[d], rows[d] + matrix[rank][d])
+
+    def received(s: int) -> Span:
+        return Span("recv", cols[s], cols[s] + matrix[s][rank])
+
+    b = ScheduleBuilder()
+    # Round 1, inside the node: to peer l' my blocks for rank l' of every
+    # node; from peer l'' its blocks for rank `local` of every node, kept
+    # (source peer, node) in scratch.
+    held = {}  # (source peer, node h): its block for rank `local` of h
+    sends, recvs, places = [], [], []
+    for other, q in enumerate(peers):
+        if q == rank:
+            continue
+        sends.append((q, _packed(b, [sent(grp[other]) for grp in groups])))
+        sizes = [matrix[q][grp[local]] for grp in groups]
+        arrived = b.alloc(sum(sizes))
+        at = 0
+        for h, n in enumerate(sizes):
+            held[q, h] = arrived.sub(at, at + n)
+            at += n
+        recvs.append((q, arrived))
+    for h, grp in enumerate(groups):
+        held[rank, h] = sent(grp[local])
+    b.exchange(sends=sends, recvs=recvs)
+    # my own node's blocks for me
+    _copies(b, [(held[q, g], received(q)) for q in peers])
+    # Rounds 2..m, across: node g+k gets what this node holds for its rank
+    # `local`; node g-k's rank `local` sends what its node holds for me.
+    outgoing = {h: _packed(b, [held[q, h] for q in peers])
+                for h in range(m) if h != g}
+    for k in range(1, m):
+        to, frm = groups[(g + k) % m], groups[(g - k) % m]
+        landing, places = _landing(b, [received(s) for s in frm])
+        b.exchange(sends=[(to[local], outgoing[(g + k) % m])],
+                   recvs=[(frm[local], landing)])
+        _copies(b, places)
+    return b.build()

@@ -97,11 +97,13 @@ def nodes_comm(request, monkeypatch):
     comm.Free()
 
 
+@pytest.mark.parametrize("algorithm", ["hierarchical", "hierarchical_2d"])
 @pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])
-def test_hierarchical_alltoall(nodes_comm, inplace):
-    check_alltoall(nodes_comm, "hierarchical", inplace)
+def test_hierarchical_alltoall(nodes_comm, algorithm, inplace):
+    check_alltoall(nodes_comm, algorithm, inplace)
 
 
+@pytest.mark.parametrize("algorithm", ["hierarchical", "hierarchical_2d"])
 @pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])
-def test_hierarchical_alltoallv(nodes_comm, inplace):
-    check_alltoallv(nodes_comm, "hierarchical", inplace)
+def test_hierarchical_alltoallv(nodes_comm, algorithm, inplace):
+    check_alltoallv(nodes_comm, algorithm, inplace)

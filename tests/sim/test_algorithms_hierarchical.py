@@ -72,7 +72,9 @@ def test_the_maps_cover_the_hard_cases():
                         ("allreduce", "torus"), ("bcast", "hierarchical"),
                         ("allgather", "hierarchical"),
                         ("alltoall", "hierarchical"),
-                        ("alltoallv", "hierarchical")]
+                        ("alltoall", "hierarchical_2d"),
+                        ("alltoallv", "hierarchical"),
+                        ("alltoallv", "hierarchical_2d")]
 
 
 CASES = [pytest.param(c, n, p, id=f"{c}-{n}-p{p}")

@@ -173,6 +173,8 @@ CLAIMS = [
     _nodes("allgather", "hierarchical", "(m-1) + (L-1)", (1, 2, 3), (1, 2, 3, 4)),
     *[_nodes(c, "hierarchical", "m+1", (1, 2, 3, 4), (2, 3, 4))
       for c in ("alltoall", "alltoallv")],
+    *[_nodes(c, "hierarchical_2d", "m", (1, 2, 3, 4), (2, 3, 4))
+      for c in ("alltoall", "alltoallv")],
 ]
 
 

@@ -214,3 +214,35 @@ def test_alltoallv_uneven_nodes_and_blocks():
     matrix = tuple(tuple(int(x) for x in rng.integers(0, 4, p))
                    for _ in range(p))
     check_case("alltoallv", "hierarchical", p, matrix, nodes=nodes)
+
+
+@pytest.mark.parametrize("m, L", [(2, 2), (3, 4), (4, 2), (2, 1)])
+def test_alltoall_2d_every_rank_crosses_with_node_sized_messages(m, L):
+    """hierarchical_2d: every rank sends m-1 messages across nodes, each
+    its node's L blocks for one rank, and L-1 inside its node; the bytes
+    are the flat exchange's, and the schedule has m rounds (m-1 with one
+    rank per node)."""
+    p, count, itemsize = m * L, 5, 8
+    n = p * count * itemsize  # one rank's send buffer, bytes
+    nodes = tuple(r // L for r in range(p))
+    alg = lookup("alltoall", "hierarchical_2d")
+    for r in range(p):
+        messages, elements = cross(alg.schedule(r, p, count, nodes=nodes),
+                                   r, nodes)
+        assert (messages, elements) == (m - 1, L * count * (m - 1)), r
+    for r in profile("alltoall", "hierarchical_2d", p, count, itemsize,
+                     nodes=nodes):
+        assert r.rounds == (m if L > 1 else m - 1)
+        assert r.messages == (L - 1) + (m - 1)
+        assert r.bytes_sent == n * (L - 1) // L + n * (m - 1) // m
+
+
+def test_alltoall_2d_on_uneven_nodes_is_the_pairwise_exchange():
+    nodes, p = (0, 0, 0, 1, 1), 5
+    matrix = tuple(tuple(3 for _ in range(p)) for _ in range(p))
+    two_d = lookup("alltoallv", "hierarchical_2d")
+    flat = lookup("alltoallv", "pairwise")
+    for r in range(p):
+        assert two_d.schedule(r, p, matrix, nodes=nodes) == \
+            flat.schedule(r, p, matrix)
+    check_case("alltoallv", "hierarchical_2d", p, matrix, nodes=nodes)
