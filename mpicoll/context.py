@@ -71,7 +71,8 @@ class CompiledPlan:
     nonblocking host run, restarted (on the new call's tag) by the next
     one instead of making another (:meth:`mpicoll.engine.Engine.launch`);
     never shared by two runs, since a run holds the plan ``busy`` until it
-    completes (one that failed never releases it)."""
+    completes (one that failed never releases it); it goes with the plan
+    (evicted from the cache, or the communicator freed)."""
 
     __slots__ = ("background", "busy", "end", "execution", "owners",
                  "steps")
