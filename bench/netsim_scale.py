@@ -16,8 +16,8 @@ run: the predicted time, the flows simulated and the rounds charged
 without being simulated, the seconds it took to build the program (once
 per algorithm and size, repeated on each of its lines), the SimGrid
 child's wall time and peak memory, and the SimGrid version (exit status
-1 when an algorithm was skipped: ``--sample-rounds`` or ``--symmetric``
-does not fit its schedules). Rank ``r``
+1 when an algorithm was skipped, ``--sample-rounds`` or ``--symmetric``
+not fitting its schedules, or a run went over ``--timeout``). Rank ``r``
 sits on node ``r`` (one rank per node); γ as the simulate command's
 default (1e-10 s per byte), α and β the platforms' defaults.
 """
@@ -102,8 +102,15 @@ def main(argv=None) -> int:
                 continue
             built = time.perf_counter() - t0
             for plat in platforms:
-                res = run_program(prog, plat, gamma=GAMMA, itemsize=ITEMSIZE,
-                                  timeout=args.timeout, simgrid=args.simgrid)
+                try:
+                    res = run_program(prog, plat, gamma=GAMMA,
+                                      itemsize=ITEMSIZE, timeout=args.timeout,
+                                      simgrid=args.simgrid)
+                except TimeoutError as e:
+                    print(f"# {algorithm} on {plat.spec}: {e}",
+                          file=sys.stderr)
+                    failed = 1
+                    continue
                 print(f"{args.collective} {algorithm} {plat.spec} "
                       f"{args.ranks} {spec.nbytes(count, args.ranks, ITEMSIZE)} "
                       f"{res.time * 1e6:.2f} {res.flows} {res.rounds_cut} "
