@@ -153,8 +153,8 @@ class RequestWork(Work):
 
     def wait(self, timeout: float | None = None) -> None:
         if timeout is None and self._watch is None:
-            if not self._completed:
-                self._request.Wait()
+            if not self._completed:  # Work._complete, inlined (no device
+                self._request.Wait()  # events here): 0.05 us per call
                 self._completed = True
                 if self._finish is not None:
                     self._finish()

@@ -114,8 +114,14 @@ def one_round(steps: tuple[Step, ...]) -> Round | None:
     step = steps[at]
     return Round([fn for s in steps[:at] for fn in s.local], step.prepared,
                  [fn for s in steps[at:] for fn in s.local],
-                 [f"receive from rank {p}" for _, p in step.recvs]
-                 + [f"send to rank {p}" for _, p in step.sends])
+                 _message_names(step))
+
+
+def _message_names(step: Step) -> list[str]:
+    """What each of ``step``'s message requests is, in words, in their
+    order (receives, then sends)."""
+    return [f"receive from rank {p}" for _, p in step.recvs] + [
+        f"send to rank {p}" for _, p in step.sends]
 
 
 def run(steps: tuple[Step, ...], comm: MPI.Comm, tag: int) -> None:
@@ -302,9 +308,8 @@ class Execution:
             if not self._posted:
                 return [f"device work before step {self._next}"]
             step = self._steps[self._next]
-            what = ["the MPI library's call"] if step.call is not None else [
-                f"receive from rank {p}" for _, p in step.recvs] + [
-                f"send to rank {p}" for _, p in step.sends]
+            what = ["the MPI library's call"] if step.call is not None \
+                else _message_names(step)
             return [w for req, w in zip(self._requests, what)
                     if not req.Test()]
 
