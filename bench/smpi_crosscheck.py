@@ -12,14 +12,22 @@ platform file (:meth:`mpicoll.netsim.platform.Platform.xml`), one rank per
 node, with SimGrid's correction factors off (netsim's ``EXACT`` options,
 and ``smpi/bw-factor:0:1``, ``smpi/lat-factor:0:1``) and with no time for
 reductions (SMPI charges none: the simulation gets ``--gamma 0``). SMPI's
-sends are rendezvous like netsim's flows (``smpi/async-small-thresh:0``:
-a transfer starts once both ends have posted). Each line: our time, SMPI's
+sends are rendezvous like netsim's flows: a transfer starts once both ends
+have posted (``smpi/async-small-thresh:0``: no eager copy) and a send is
+done when its transfer is (``smpi/send-is-detached-thresh:0``). SMPI's
+default detaches every send under 64 KiB (a blocking send returns at
+once), so a rank posts its next round before its own last send has
+arrived and a root posts all its scatter sends at once (against SMPI so,
+``--detached 65536``, netsim's Bruck allgather is up to 15.8% slower and
+its van de Geijn broadcast up to 12.9% faster). Each line: our time, SMPI's
 and our difference from SMPI in percent; a summary table then gives the
 range of the differences per collective, algorithm and kind of network.
 Where both send the same messages in the same order they agree within
-0.2%; a larger difference means the two implementations differ (which
-rank pairs with which, or sends posted at once against one after the
-other): docs/simulation.md, "Cross-check against SMPI", says which.
+0.5%, SMPI's messages carrying 16 bytes more (its envelope, 1.28 ns on a
+12.5 GB/s link); a larger difference means the two implementations
+differ (which rank pairs with which): docs/simulation.md, "Cross-check
+against SMPI", says which. ``bench/smpi/messages.py`` lists one call's
+messages on both sides.
 
 Networks (``--network``, comma list), per rank count p (a power of two):
 ``flat`` (flat:p), ``ring`` (ring:p), ``torus`` (4x4, 4x4x4, 4x8x8, ...),
@@ -53,11 +61,19 @@ PAIRS = {
                   "bruck": "bruck"},
 }
 
-#: SMPI options: α-β links as netsim's EXACT, no compute, rendezvous.
+#: SMPI options: α-β links as netsim's EXACT, no compute, rendezvous
+#: (no eager copy; the detached-send threshold comes from ``detached``).
 SMPI_CFG = ("--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1",
             "--cfg=network/weight-S:0", "--cfg=network/crosstraffic:0",
             "--cfg=smpi/simulate-computation:no", "--cfg=smpi/wtime:0",
             "--cfg=smpi/async-small-thresh:0", "--log=root.thres:warning")
+
+
+def detached_cfg(detached: int) -> str:
+    """SMPI's option: sends under ``detached`` bytes return at once (SMPI's
+    default 65536); 0 makes every send wait for its transfer, as netsim's
+    flows do."""
+    return f"--cfg=smpi/send-is-detached-thresh:{detached}"
 
 NETWORKS = ("flat", "ring", "torus", "hypercube", "fattree", "dragonfly")
 DRAGONFLY = {16: "2,2,2,2", 64: "4,2,4,2", 256: "4,4,4,4"}
@@ -94,8 +110,10 @@ def compile_program(folder: str) -> str:
 
 
 def smpi_times(exe: str, collective: str, algorithm: str, spec: str, p: int,
-               sizes: list[int], folder: str) -> dict[int, float]:
-    """SMPI's simulated seconds per size for its ``algorithm``."""
+               sizes: list[int], folder: str, detached: int = 0
+               ) -> dict[int, float]:
+    """SMPI's simulated seconds per size for its ``algorithm``; sends
+    under ``detached`` bytes detached (:func:`detached_cfg`)."""
     from mpicoll.netsim import parse
 
     plat = parse(spec)
@@ -105,7 +123,8 @@ def smpi_times(exe: str, collective: str, algorithm: str, spec: str, p: int,
     Path(hosts).write_text("".join(f"node{n}\n" for n in plat.node_map(p)))
     proc = subprocess.run(
         ["smpirun", "-np", str(p), "-platform", xml, "-hostfile", hosts,
-         f"--cfg=smpi/{collective}:{algorithm}", *SMPI_CFG, exe, collective,
+         f"--cfg=smpi/{collective}:{algorithm}", *SMPI_CFG,
+         detached_cfg(detached), exe, collective,
          *map(str, sizes)], capture_output=True, text=True, cwd=folder)
     times = {}
     for line in proc.stdout.splitlines():
@@ -137,8 +156,10 @@ def netsim_times(collective: str, algorithms: list[str], spec: str, p: int,
 
 
 def compare(collective: str, network: str, p: int,
-            sizes: tuple[str, str, str], exe: str, folder: str) -> list[dict]:
-    """One row per (algorithm, size): ours, SMPI's, difference."""
+            sizes: tuple[str, str, str], exe: str, folder: str,
+            detached: int = 0) -> list[dict]:
+    """One row per (algorithm, size): ours, SMPI's, difference
+    (``detached``: see :func:`smpi_times`)."""
     spec = network_spec(network, p)
     ours = netsim_times(collective, list(PAIRS[collective]), spec, p, sizes,
                         folder)
@@ -146,7 +167,7 @@ def compare(collective: str, network: str, p: int,
     for algorithm, smpi_name in PAIRS[collective].items():
         wanted = sorted(n for a, n in ours if a == algorithm)
         theirs = smpi_times(exe, collective, smpi_name, spec, p, wanted,
-                            folder)
+                            folder, detached)
         for nbytes in wanted:
             t, s = ours[algorithm, nbytes], theirs[nbytes]
             rows.append({"collective": collective, "algorithm": algorithm,
@@ -198,6 +219,10 @@ def main(argv=None) -> int:
     p.add_argument("-b", default="64K", help="smallest size; default 64K")
     p.add_argument("-e", default="1M", help="largest size; default 1M")
     p.add_argument("-f", default="16", help="step factor; default 16")
+    p.add_argument("--detached", type=int, default=0, metavar="BYTES",
+                   help="SMPI detaches sends under BYTES (they return at "
+                   "once); default 0, rendezvous as netsim; SMPI's own "
+                   "default is 65536")
     p.add_argument("--json", metavar="FILE", help="the rows as JSON")
     args = p.parse_args(argv)
     missing = [t for t in ("smpicc", "smpirun") if not shutil.which(t)]
@@ -216,7 +241,8 @@ def main(argv=None) -> int:
                         print(f"skipped: {e}", file=sys.stderr)
                         continue
                     rows += compare(collective, network, ranks,
-                                    (args.b, args.e, args.f), exe, folder)
+                                    (args.b, args.e, args.f), exe, folder,
+                                    args.detached)
     print(markdown(rows))
     print()
     print(summary(rows))
