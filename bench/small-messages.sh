@@ -10,6 +10,9 @@
 #                          the nonblocking and persistent columns
 #   peers-n2-allreduce-rewritten   the same at multiple, the input written
 #                          before every call (--rewrite)
+#   peers-n2-allreduce-cma the rewritten run with MPICH's single-copy
+#                          transfers on (MPIR_CVAR_CH4_CMA_ENABLE=1; off by
+#                          default, as it needs ptrace permission)
 #   bench-n2-small         every collective's auto against native, 8 B-4 KiB
 #   bench-n2-F             allreduce, every algorithm, 8 KiB-4 MiB, input
 #                          rewritten, F = out-of-place and inplace
@@ -35,7 +38,9 @@ echo "== call-overhead: python bench/call_overhead.py" \
 peers() {  # peers NAME ARGS...: bench/peers.py -c allreduce at 2 ranks
     local name=$1
     shift
-    echo "== $name: mpiexec -n 2 python bench/peers.py -c allreduce -e 16M $*" \
+    local settings
+    settings=$(env | grep -E '^MPIR_CVAR_CH4_CMA' | tr '\n' ' ' || true)
+    echo "== $name: ${settings}mpiexec -n 2 python bench/peers.py -c allreduce -e 16M $*" \
         | tee "$out/$name.txt"
     "$mpiexec" -n 2 "$py" bench/peers.py -c allreduce -e 16M \
         --time-budget 150 --json "$out/$name.json" "$@" \
@@ -44,6 +49,7 @@ peers() {  # peers NAME ARGS...: bench/peers.py -c allreduce at 2 ranks
 peers peers-n2-allreduce-multiple --thread-level multiple
 peers peers-n2-allreduce-single --thread-level single
 peers peers-n2-allreduce-rewritten --rewrite
+MPIR_CVAR_CH4_CMA_ENABLE=1 peers peers-n2-allreduce-cma --rewrite
 launch bench-n2-small -m mpicoll.bench -c all -a native,auto -e 4K \
     --time-budget 60 --json "$out/bench-n2-small.json"
 for form in out-of-place inplace; do

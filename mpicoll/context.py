@@ -55,6 +55,7 @@ from mpicoll.schedule.chunk import MAX_MESSAGE_BYTES, element_limit, split_messa
 from mpicoll.schedule.device import compile_device
 from mpicoll.schedule.executor import Step, compile_plan, needs_progress
 from mpicoll.schedule.plan import bind
+from mpicoll.schedule.rebind import Rebinding
 
 PLANS = 16
 _KEYVAL = MPI.Comm.Create_keyval()
@@ -155,21 +156,7 @@ class Context:
                 a is b for a, b in zip(entry.owners, owners)):
             self._plans.move_to_end(key)
             return entry
-        # Only topology-aware algorithms ask for the node map: finding it
-        # is collective the first time (every rank plans the same first
-        # call). It never changes for a context, so the key leaves it out.
-        schedule = alg.schedule(self.rank, self.size, count, root=root,
-                                commutative=op is None or op.commutative,
-                                nodes=self.nodes if alg.topology else None,
-                                dims=self.dims)
-        itemsize = send.dtype.itemsize
-        # No message is longer than the largest buffer it lives in.
-        if max(send.shape[0], recv.shape[0],
-               schedule.tmp) * itemsize > MAX_MESSAGE_BYTES:
-            schedule = split_messages(schedule, element_limit(itemsize))
-        arrays = {"send": send, "recv": recv,
-                  "tmp": empty_like(send, schedule.tmp),
-                  "sync": np.empty(0, np.uint8)}
+        schedule, arrays = self._arrays(alg, count, root, op, send, recv)
         if device is None:
             steps = compile_plan(bind(schedule, arrays, op))
             entry = CompiledPlan(steps, owners,
@@ -183,6 +170,36 @@ class Context:
                 _, dropped = self._plans.popitem(last=False)
                 hold_until(dropped.end, (dropped,))
         return entry
+
+    def rebinding(self, alg, count, root, op, send: np.ndarray,
+                  recv: np.ndarray) -> Rebinding:
+        """``alg``'s host plan compiled on ``send`` and ``recv`` and a
+        scratch array of its own, to be bound again to arrays alike to
+        them (:class:`~mpicoll.schedule.rebind.Rebinding`); not cached
+        here (:mod:`mpicoll.replay` keeps it)."""
+        schedule, arrays = self._arrays(alg, count, root, op, send, recv)
+        return Rebinding(compile_plan(bind(schedule, arrays, op)), send,
+                         recv)
+
+    def _arrays(self, alg, count, root, op, send, recv) -> tuple:
+        """``(schedule, arrays)``: ``alg``'s schedule of this rank for
+        these buffers (long messages split) and the arrays it binds to,
+        with a new scratch array."""
+        # Only topology-aware algorithms ask for the node map: finding it
+        # is collective the first time (every rank plans the same first
+        # call). It never changes for a context, so plan keys leave it out.
+        schedule = alg.schedule(self.rank, self.size, count, root=root,
+                                commutative=op is None or op.commutative,
+                                nodes=self.nodes if alg.topology else None,
+                                dims=self.dims)
+        itemsize = send.dtype.itemsize
+        # No message is longer than the largest buffer it lives in.
+        if max(send.shape[0], recv.shape[0],
+               schedule.tmp) * itemsize > MAX_MESSAGE_BYTES:
+            schedule = split_messages(schedule, element_limit(itemsize))
+        return schedule, {"send": send, "recv": recv,
+                          "tmp": empty_like(send, schedule.tmp),
+                          "sync": np.empty(0, np.uint8)}
 
     @staticmethod
     def _device_plan(schedule, arrays, op, owners,

@@ -61,7 +61,7 @@ from mpicoll.select import (
     environment_rules,
 )
 from mpicoll.persistent import PERSISTENT, prepare
-from mpicoll.replay import Replays
+from mpicoll.replay import Replays, Rerun
 from mpicoll.watchdog import Watchdog
 from mpicoll.work import RequestWork, ScheduleWork, Work, then
 
@@ -212,6 +212,10 @@ class Engine(Replays, Choosing):
             if call.memo is not None:
                 self._remember(self._replays, call.memo,
                                then(runner, finish))
+                if finish is None and call.stage is None:
+                    self._remember_alike(call.memo, Rerun(
+                        self.ctx, alg, call.count, call.root, call.op),
+                        (send, recv), flat=True)
         if finish is not None:
             finish()
         return None

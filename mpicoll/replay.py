@@ -12,15 +12,22 @@ objects, so their ids cannot be reused while an entry lives; at most
 :data:`REPLAYS` per kind are kept, all dropped when full. Guarded engines
 (check mode, deadlines) replay nothing.
 
-A blocking call that ran the MPI library's own call on plain NumPy arrays
-is also kept by its *likeness* (:meth:`Replays._remember_alike`): the
-same method and ``algorithm=``, the same non-array arguments (op, root,
-``MPI.IN_PLACE``) and arrays of the same dtype and shape, C-contiguous and
-writeable. A later call on *new* arrays alike in every way (fresh views,
-a result computed anew each step) parses, checks and chooses exactly as
-that call did, so it makes the library's call on its own arrays at once
-(:meth:`Replays.replayed`): 3.7 us instead of 14.6 us at one rank
-(``bench/call_overhead.py``, the new-views row).
+A blocking call on plain NumPy arrays is also kept by its *likeness*
+(:meth:`Replays._remember_alike`): the same method and ``algorithm=``,
+the same non-array arguments (op, root, ``MPI.IN_PLACE``) and arrays of
+the same dtype and shape, C-contiguous and writeable. A later call on
+*new* arrays alike in every way (fresh views, a result computed anew each
+step) parses, checks and chooses exactly as that call did, so it runs at
+once (:meth:`Replays.replayed`): a native call makes the library's call on
+its own arrays (3.7 us instead of 14.6 us at one rank,
+``bench/call_overhead.py``, the new-views rows), a hand-built one
+(:class:`Rerun`) binds the algorithm's plan again to them
+(:class:`~mpicoll.schedule.rebind.Rebinding`, on scratch of its own) and
+runs it: at two ranks a 1 KiB allreduce by recursive doubling on new
+arrays took 34 us through the full parse. Only calls whose parse moves no
+message are kept (those that exchange counts, ``recvcounts=None``, are
+never replayed), so a rank that skips the parse cannot leave its peers
+waiting.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from mpicoll.message import named
+from mpicoll.schedule.executor import run
 from mpicoll.schedule.plan import address
 from mpicoll.work import Work
 
@@ -96,12 +104,15 @@ class Replays:
         table[id(buf) ^ id(a)] = (name, algorithm, buf, a, b, c, first,
                                   first.dtype, second, second.dtype, run)
 
-    def _remember_alike(self, memo, call: Callable, args: tuple) -> None:
-        """Keep a blocking call that made the library's ``call(*args)``
-        (mpi4py's arguments) by its likeness, where every array in
-        ``memo`` is a plain C-contiguous writeable NumPy array and every
-        array in ``args`` is one of them (a view made from the caller's
-        array would not follow a new one)."""
+    def _remember_alike(self, memo, call: Callable, args: tuple,
+                        flat: bool = False) -> None:
+        """Keep a blocking call that made ``call(*args)`` by its likeness,
+        where every array in ``memo`` is a plain C-contiguous writeable
+        NumPy array and every array in ``args`` is one of them (a view
+        made from the caller's array would not follow a new one): the
+        library's call (``args`` are mpi4py's arguments) or, ``flat``, a
+        :class:`Rerun` (``args`` are the call's ``send`` and ``recv``,
+        each the whole of a memo array, flattened)."""
         name, algorithm, *objects = memo
         kinds, arrays = [], []
         for i, obj in enumerate(objects):
@@ -123,7 +134,14 @@ class Replays:
         slots = []
         for arg in args:
             where = [i for i, obj in enumerate(objects) if obj is arg]
-            if where and type(arg) is np.ndarray:
+            if flat:
+                whole = where or [i for i in arrays
+                                  if _whole(objects[i], arg)]
+                if not whole:
+                    return  # a part of a buffer (or scratch)
+                slots.append((whole[0], None if objects[whole[0]].ndim == 1
+                              else _FLAT))
+            elif where and type(arg) is np.ndarray:
                 spec = named(arg)
                 slots.append((where[0], spec[1] if type(spec) is list
                               else None))
@@ -189,9 +207,49 @@ class _Alike(NamedTuple):
                     y.nbytes:
                 return False
         self.call(*[arg if i is None else
-                    objects[i] if arg is None else [objects[i], arg]
+                    objects[i] if arg is None else
+                    objects[i].reshape(-1) if arg is _FLAT else
+                    [objects[i], arg]
                     for i, arg in self.slots])
         return True
+
+
+class Rerun:
+    """A hand-built blocking call kept by its likeness: ``alg``'s plan
+    (``count``, ``root``, ``op`` as the call had them) bound again to each
+    alike call's ``send`` and ``recv``
+    (:class:`~mpicoll.schedule.rebind.Rebinding`, made on the first such
+    call, on scratch of its own) and run on the next tag."""
+
+    __slots__ = ("ctx", "plan", "rebinding")
+
+    def __init__(self, ctx, alg, count, root, op) -> None:
+        self.ctx = ctx
+        self.plan = (alg, count, root, op)
+        self.rebinding = None
+
+    def __call__(self, send: np.ndarray, recv: np.ndarray) -> None:
+        ctx = self.ctx
+        rebinding = self.rebinding
+        if rebinding is None:
+            rebinding = self.rebinding = ctx.rebinding(*self.plan, send,
+                                                       recv)
+        run(rebinding.bind(send, recv), ctx.comm, ctx.next_tag())
+
+
+def _whole(obj, view) -> bool:
+    """Whether the flat ``view`` is all of the array ``obj``."""
+    return type(obj) is np.ndarray and type(view) is np.ndarray and \
+        obj.dtype == view.dtype and obj.nbytes == view.nbytes and \
+        view.ndim == 1 and address(obj) == address(view)
+
+
+class _Flat:
+    """In an :class:`_Alike`'s slots: the memo array flattened
+    (``reshape(-1)``, a view of a C-contiguous array)."""
+
+
+_FLAT = _Flat()
 
 
 class _NoArray:

@@ -25,6 +25,7 @@ import argparse
 import csv
 import datetime
 import json
+import os
 import sys
 import time
 from typing import NamedTuple
@@ -355,11 +356,21 @@ def header(comm, argv) -> dict:
             "mpi_library": MPI.Get_library_version().splitlines()[0].strip(),
             "mpi_vendor": f"{vendor} {'.'.join(map(str, version))}",
             "thread_level": levels.get(MPI.Query_thread(), "unknown"),
+            "mpi_settings": mpi_settings(),
             "hostnames": sorted(set(hosts)), "nranks": comm.size,
             "ranks_per_node": max(hosts.count(h) for h in set(hosts)),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "command": " ".join([sys.executable, "-m", "mpicoll.bench",
                                  *argv])}
+
+
+def mpi_settings() -> dict:
+    """MPICH's settings in this process's environment (``MPIR_CVAR_*``
+    and their ``MPICH_*`` aliases), which change what a run measures: e.g.
+    ``MPIR_CVAR_CH4_CMA_ENABLE=1``, single-copy transfers between ranks on
+    one node (docs/performance.md)."""
+    return {k: v for k, v in sorted(os.environ.items())
+            if k.startswith(("MPIR_CVAR_", "MPICH_"))}
 
 
 def flat(rec: dict) -> dict:

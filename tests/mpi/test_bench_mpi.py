@@ -93,7 +93,8 @@ def test_rewriting_writes_what_the_call_reads(world):
                          kept) is kept
 
 
-def test_main_writes_json_and_csv(world, tmp_path):
+def test_main_writes_json_and_csv(world, tmp_path, monkeypatch):
+    monkeypatch.setenv("MPIR_CVAR_MPICOLL_TEST_SETTING", "7")
     base = MPI.Intracomm(world).bcast(str(tmp_path))
     out_json, out_csv = f"{base}/b.json", f"{base}/b.csv"
     out_png = f"{base}/b.png"
@@ -108,6 +109,9 @@ def test_main_writes_json_and_csv(world, tmp_path):
         assert head["nranks"] == world.size and head["mpi_vendor"]
         assert {"mpi4py", "mpi_library", "thread_level", "hostnames",
                 "ranks_per_node", "date", "command"} <= set(head)
+        assert head["mpi_settings"]["MPIR_CVAR_MPICOLL_TEST_SETTING"] == "7"
+        assert all(k.startswith(("MPIR_CVAR_", "MPICH_"))
+                   for k in head["mpi_settings"])
         algs = {(r["collective"], r["algorithm"]) for r in data["records"]}
         assert algs == {("allreduce", "native"), ("allreduce", "ring"),
                         ("allreduce", "auto"), ("reduce", "native"),

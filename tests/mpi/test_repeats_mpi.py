@@ -255,3 +255,108 @@ def test_a_timed_wait_on_a_prepared_call_names_the_missing_peers(comm):
     assert np.all(x == comm.size)
     assert req.Test() and req.Wait()
     req.Free()
+
+
+def test_blocking_calls_on_new_arrays_alike_to_earlier_ones(h):
+    """A blocking call on *new* arrays alike to an earlier call's (same
+    dtype and shape, plain, contiguous, writeable) skips the parse: a
+    native one makes the library's call at once, a hand-built one binds
+    its plan again to the new arrays (mpicoll.schedule.rebind). Results
+    follow the new arrays (1-D and 2-D, in place and not), against the
+    raw communicator, for every algorithm of each collective."""
+    def fresh(c, k, shape):
+        return ids(c.rank, int(np.prod(shape)), k).reshape(shape)
+
+    # collective -> (input shape, output shape, the call's other arguments)
+    calls = {
+        "Allreduce": ((2, 3), (2, 3), (MPI.SUM,)),
+        "Reduce": ((6,), (6,), (MPI.SUM, 0)),
+        "Allgather": ((6,), lambda p: (p, 6), ()),
+        "Reduce_scatter_block": (lambda p: (2 * p,), (2,), (MPI.SUM,)),
+        "Alltoall": (lambda p: (2 * p,), lambda p: (2 * p,), ()),
+        "Scan": ((6,), (6,), (MPI.SUM,)),
+    }
+    for name, (ins, outs, rest) in calls.items():
+        def case(c, name=name, ins=ins, outs=outs, rest=rest):
+            out = []
+            for k in range(4):
+                y = np.zeros(outs(c.size) if callable(outs) else outs, "i8")
+                c(name, fresh(c, k, ins(c.size) if callable(ins) else ins),
+                  y, *rest)
+                out.append(y)
+            if name == "Allreduce":  # in place, 1-D
+                for k in range(3):
+                    z = fresh(c, k, (6,))
+                    c(name, MPI.IN_PLACE, z, MPI.MAX)
+                    out.append(z)
+            return out
+        h.check(f"{name} on new arrays", case, name.lower())
+
+    def bcast(c):
+        out = []
+        for k in range(4):
+            b = fresh(c, k, (3, 2))
+            c("Bcast", b, c.size - 1)
+            out.append(b)
+        return out
+    h.check("Bcast on new arrays", bcast, "bcast")
+    h.finish()
+
+
+@pytest.mark.parametrize("algorithm", ["auto", "ring", "recursive_doubling",
+                                       "rabenseifner"])
+def test_calls_unlike_an_earlier_one_take_the_full_path(comm, algorithm):
+    """After hand-built calls on new arrays were kept by their likeness, a
+    call that differs in what the parse checks (overlapping, read-only or
+    strided output, the same array twice, another dtype, op or size) gives
+    what a communicator that never saw the earlier calls gives (the native
+    twin is tests/mpi/test_collectives_mpi.py's)."""
+    world = MPI.Intracomm(comm)
+    fresh = mpicoll.Comm(world.Dup())  # its own engine: nothing kept
+    r = comm.rank
+    for k in range(3):  # kept by likeness, then made alike
+        y = np.zeros(4, "i8")
+        comm.Allreduce(ids(r, 4, k), y, MPI.SUM, algorithm=algorithm)
+        assert np.array_equal(y, world.allreduce(ids(r, 4, k)))
+    keep = np.zeros(8, "i8")
+    ro = np.zeros(4, "i8")
+    ro.flags.writeable = False
+    strided = np.zeros(8, "i8")[::2]
+    cases = [(keep[:4], keep[2:6], MPI.SUM), (ids(r, 4), ro, MPI.SUM),
+             (keep[:4], keep[:4], MPI.SUM), (ids(r, 4), strided, MPI.SUM),
+             (ids(r, 4, dtype="i4"), np.zeros(4, "i4"), MPI.SUM),
+             (ids(r, 4), np.zeros(4, "i8"), MPI.PROD),
+             (ids(r, 4), np.zeros(3, "i8"), MPI.SUM)]
+    for i, (x, y, op) in enumerate(cases):
+        mine = allreduce_outcome(comm, x, y, op, algorithm), y.copy()
+        theirs = allreduce_outcome(fresh, x, y, op, algorithm), y.copy()
+        assert mine[0] == theirs[0] and np.array_equal(mine[1], theirs[1]), \
+            (i, mine, theirs)
+    fresh.Free()
+
+
+def allreduce_outcome(comm, x, y, op, algorithm):
+    """("ok", None), or the exception's type and text."""
+    try:
+        comm.Allreduce(x, y, op, algorithm=algorithm)
+    except Exception as exc:  # compared, not judged
+        return type(exc).__name__, str(exc)
+    return "ok", None
+
+
+def test_a_kept_alike_call_beside_a_nonblocking_one_in_flight(comm):
+    """The plan a hand-built alike call binds again has scratch of its
+    own: running it while a nonblocking call of the same algorithm on the
+    arrays of the earlier call is in flight (whose cached plan owns the
+    other scratch) gives both right results."""
+    p, r = comm.size, comm.rank
+    n = 1 << 14
+    want = p * (p - 1) / 2
+    x, y = np.full(n, float(r)), np.zeros(n)
+    comm.Allreduce(x, y, algorithm="ring")  # plan cached for x, y
+    comm.Allreduce(np.full(n, float(r)), np.zeros(n), algorithm="ring")
+    work = comm.Iallreduce(x, y, algorithm="ring")
+    z = np.zeros(n)
+    comm.Allreduce(np.full(n, float(r)), z, algorithm="ring")  # alike
+    work.Wait()
+    assert np.all(y == want) and np.all(z == want)
