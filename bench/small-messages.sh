@@ -13,6 +13,8 @@
 #   peers-n2-allreduce-cma the rewritten run with MPICH's single-copy
 #                          transfers on (MPIR_CVAR_CH4_CMA_ENABLE=1; off by
 #                          default, as it needs ptrace permission)
+#   new-arrays-n2          bench/new_arrays.py: allreduce on new arrays
+#                          every call (mpi4py, native, auto)
 #   bench-n2-small         every collective's auto against native, 8 B-4 KiB
 #   bench-n2-F             allreduce, every algorithm, 8 KiB-4 MiB, input
 #                          rewritten, F = out-of-place and inplace
@@ -50,6 +52,9 @@ peers peers-n2-allreduce-multiple --thread-level multiple
 peers peers-n2-allreduce-single --thread-level single
 peers peers-n2-allreduce-rewritten --rewrite
 MPIR_CVAR_CH4_CMA_ENABLE=1 peers peers-n2-allreduce-cma --rewrite
+echo "== new-arrays-n2: mpiexec -n 2 python bench/new_arrays.py" \
+    | tee "$out/new-arrays-n2.txt"
+"$mpiexec" -n 2 "$py" bench/new_arrays.py | tee -a "$out/new-arrays-n2.txt"
 launch bench-n2-small -m mpicoll.bench -c all -a native,auto -e 4K \
     --time-budget 60 --json "$out/bench-n2-small.json"
 for form in out-of-place inplace; do
