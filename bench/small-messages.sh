@@ -10,9 +10,11 @@
 #                          the nonblocking and persistent columns
 #   peers-n2-allreduce-rewritten   the same at multiple, the input written
 #                          before every call (--rewrite)
-#   peers-n2-allreduce-cma the rewritten run with MPICH's single-copy
-#                          transfers on (MPIR_CVAR_CH4_CMA_ENABLE=1; off by
-#                          default, as it needs ptrace permission)
+#   peers-n2-allreduce-cma[-rewritten]   the multiple and rewritten runs
+#                          with MPICH's single-copy transfers on
+#                          (MPIR_CVAR_CH4_CMA_ENABLE=1; off by default, as
+#                          it needs ptrace permission)
+#   peers-n2-allreduce-cma-ab   1-16 MiB, CMA off and on in turn, 3 times
 #   new-arrays-n2          bench/new_arrays.py: allreduce on new arrays
 #                          every call (mpi4py, native, auto)
 #   bench-n2-small         every collective's auto against native, 8 B-4 KiB
@@ -51,7 +53,18 @@ peers() {  # peers NAME ARGS...: bench/peers.py -c allreduce at 2 ranks
 peers peers-n2-allreduce-multiple --thread-level multiple
 peers peers-n2-allreduce-single --thread-level single
 peers peers-n2-allreduce-rewritten --rewrite
-MPIR_CVAR_CH4_CMA_ENABLE=1 peers peers-n2-allreduce-cma --rewrite
+MPIR_CVAR_CH4_CMA_ENABLE=1 peers peers-n2-allreduce-cma
+MPIR_CVAR_CH4_CMA_ENABLE=1 peers peers-n2-allreduce-cma-rewritten --rewrite
+ab=$out/peers-n2-allreduce-cma-ab.txt
+: > "$ab"
+for _ in 1 2 3; do
+    for cma in 0 1; do
+        echo "== MPIR_CVAR_CH4_CMA_ENABLE=$cma mpiexec -n 2 python bench/peers.py -c allreduce -b 1M -e 16M --time-budget 20" \
+            | tee -a "$ab"
+        MPIR_CVAR_CH4_CMA_ENABLE=$cma "$mpiexec" -n 2 "$py" bench/peers.py \
+            -c allreduce -b 1M -e 16M --time-budget 20 | tee -a "$ab"
+    done
+done
 echo "== new-arrays-n2: mpiexec -n 2 python bench/new_arrays.py" \
     | tee "$out/new-arrays-n2.txt"
 "$mpiexec" -n 2 "$py" bench/new_arrays.py | tee -a "$out/new-arrays-n2.txt"

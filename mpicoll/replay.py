@@ -27,7 +27,12 @@ runs it: at two ranks a 1 KiB allreduce by recursive doubling on new
 arrays took 34 us through the full parse. Only calls whose parse moves no
 message are kept (those that exchange counts, ``recvcounts=None``, are
 never replayed), so a rank that skips the parse cannot leave its peers
-waiting.
+waiting. Nothing of a call run by its likeness is kept (holding its
+arrays until the next call would keep the allocator from reusing their
+memory for the next call's new arrays: at 512 KiB that made such calls
+3x slower in ``bench/new_arrays.py``), so arrays that first come after
+their kind was kept run by likeness every time (2-3 us more than a
+replay at one rank), unless a full parse of them happens later.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ class Replays:
     def __init__(self, guarded: bool) -> None:
         self._replays: dict[int, tuple] = {}  # blocking calls' runs
         self._restarts: dict[int, tuple] = {}  # nonblocking calls' launches
-        self._alike: dict[tuple, _Alike] = {}  # native blocking calls' kinds
+        self._alike: dict[tuple, _Alike] = {}  # blocking calls' kinds
         if guarded:  # every call checked or bounded, none replayed
             self.replayed = _never_replayed
             self.restarted = _never_restarted
@@ -62,7 +67,7 @@ class Replays:
         buffer every such call has, and up to three more: buffers, op,
         root) was checked before; False if it must take the full path.
 
-        The entry is found by ``id(buf) ^ id(a)`` and holds the objects,
+        The entry is found by :func:`_matching` and holds the objects,
         compared by identity, so while it lives no other object can pass
         for them. What can still change is an array's dtype (reassignable
         in place; its size and memory cannot change while the plan's views
@@ -101,8 +106,13 @@ class Replays:
             return  # more arrays than _matching compares, or a message
             # spec the caller could change in place
         first, second = (*arrays, _NO_ARRAY, _NO_ARRAY)[:2]
-        table[id(buf) ^ id(a)] = (name, algorithm, buf, a, b, c, first,
-                                  first.dtype, second, second.dtype, run)
+        key = id(buf) ^ id(a)
+        held = table.get(key)
+        if held is not None and (held[0] != name or held[1] != algorithm) \
+                and held[2] is buf and held[3] is a:
+            key = (key, name, algorithm)  # another call's: beside it
+        table[key] = (name, algorithm, buf, a, b, c, first, first.dtype,
+                      second, second.dtype, run)
 
     def _remember_alike(self, memo, call: Callable, args: tuple,
                         flat: bool = False) -> None:
@@ -164,8 +174,17 @@ class Replays:
 
 
 def _matching(table: dict, name, algorithm, buf, a, b, c):
-    """The kept run of this call on these objects in ``table``, or None."""
-    e = table.get(id(buf) ^ id(a))
+    """The kept run of this call on these objects in ``table``, or None.
+    An entry lives at ``id(buf) ^ id(a)``, or, where a call of another
+    method or algorithm on the same objects holds that place, at that key
+    with its method and algorithm (:meth:`Replays._remember`): calls of
+    two algorithms made in turn on the same arrays keep an entry each (one
+    would otherwise run by its likeness every time), and the common case
+    costs one lookup."""
+    key = id(buf) ^ id(a)
+    e = table.get(key)
+    if e is not None and (e[0] != name or e[1] != algorithm):
+        e = table.get((key, name, algorithm))
     if e is not None and e[2] is buf and e[3] is a and e[4] is b \
             and e[5] is c and e[6].dtype is e[7] and e[8].dtype is e[9] \
             and e[0] == name and e[1] == algorithm:
@@ -174,11 +193,13 @@ def _matching(table: dict, name, algorithm, buf, a, b, c):
 
 
 class _Alike(NamedTuple):
-    """A native blocking call kept by its likeness: per memo object its
+    """A blocking call kept by its likeness: per memo object its
     ``(dtype, shape)`` (an array) or itself; the memo positions of its one
-    or two arrays; mpi4py's method on the private communicator and its
-    arguments, each ``(memo position, datatype or None)`` for an array
-    (None: mpi4py infers it) or ``(None, the argument itself)``."""
+    or two arrays; what it calls (mpi4py's method on the private
+    communicator, or a :class:`Rerun`) and its arguments, each ``(memo
+    position, datatype, None or _FLAT)`` for an array (None: mpi4py
+    infers it, or the array itself; _FLAT: flattened) or ``(None, the
+    argument itself)``."""
 
     kinds: tuple
     arrays: tuple

@@ -360,3 +360,40 @@ def test_a_kept_alike_call_beside_a_nonblocking_one_in_flight(comm):
     comm.Allreduce(np.full(n, float(r)), z, algorithm="ring")  # alike
     work.Wait()
     assert np.all(y == want) and np.all(z == want)
+
+
+def test_calls_of_two_algorithms_on_the_same_arrays_keep_an_entry_each(comm):
+    """Two algorithms (and two collectives) called in turn on the same
+    arrays each keep their own replay entry (mpicoll.replay._key), so
+    neither runs by its likeness every time after the other took its
+    place."""
+    x, y = np.ones(4), np.zeros(4)
+    for _ in range(3):
+        for algorithm in ("ring", "recursive_doubling", "native"):
+            comm.Allreduce(x, y, MPI.SUM, algorithm=algorithm)
+            assert np.all(y == comm.size)
+        comm.Reduce(x, y, MPI.SUM, 0, algorithm="native")
+    kept = {(e[0], e[1]) for e in comm._engine._replays.values()
+            if e[2] is y and e[3] is x}
+    assert kept == {("Allreduce", "ring"), ("Allreduce", "recursive_doubling"),
+                    ("Allreduce", "native"), ("Reduce", "native")}
+
+
+@pytest.mark.parametrize("algorithm", ["native", "ring"])
+def test_arrays_that_come_again_after_alike_calls(comm, algorithm):
+    """Arrays first met when their kind was already kept by likeness (so
+    they run by likeness, not from a replay entry of their own), used
+    again with new contents and after other new arrays came in between:
+    every result follows the arrays' current contents."""
+    r, world = comm.rank, MPI.Intracomm(comm)
+    comm.Allreduce(ids(r, 4), np.zeros(4, "i8"), MPI.SUM,
+                   algorithm=algorithm)  # the kind kept
+    x, y = ids(r, 4), np.zeros(4, "i8")
+    for k in range(4):
+        x[...] = ids(r, 4, k)
+        comm.Allreduce(x, y, MPI.SUM, algorithm=algorithm)
+        assert np.array_equal(y, world.allreduce(ids(r, 4, k)))
+        if k == 2:  # others in between
+            z = np.zeros(4, "i8")
+            comm.Allreduce(ids(r, 4, 9), z, MPI.SUM, algorithm=algorithm)
+            assert np.array_equal(z, world.allreduce(ids(r, 4, 9)))
