@@ -2,6 +2,8 @@
 
     python bench/smpi_crosscheck.py                 # the table in docs/simulation.md
     python bench/smpi_crosscheck.py -c allreduce --ranks 16 --network flat -b 1M -e 1M
+    python bench/smpi_crosscheck.py -c alltoall,allreduce --network flat \
+        --ranks 16,64 -b 16K -e 1M -f 64 --send-overhead 0,1e-6
 
 SMPI (SimGrid's MPI, ``apt-get install libsimgrid-dev``: ``smpicc``,
 ``smpirun``, SimGrid 3.32) runs a C MPI program (``bench/smpi/colltime.c``)
@@ -59,6 +61,9 @@ PAIRS = {
               "scatter_allgather": "scatter_LR_allgather"},
     "allgather": {"ring": "ring", "recursive_doubling": "rdb",
                   "bruck": "bruck"},
+    # basic_linear posts its p-1 receives, then its p-1 sends to r-1,
+    # r-2, ...: on ``flat`` the mirror of ours; ring is our pairwise
+    "alltoall": {"linear": "basic_linear", "pairwise": "ring"},
 }
 
 #: SMPI options: α-β links as netsim's EXACT, no compute, rendezvous
@@ -69,11 +74,18 @@ SMPI_CFG = ("--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1",
             "--cfg=smpi/async-small-thresh:0", "--log=root.thres:warning")
 
 
-def detached_cfg(detached: int) -> str:
-    """SMPI's option: sends under ``detached`` bytes return at once (SMPI's
-    default 65536); 0 makes every send wait for its transfer, as netsim's
-    flows do."""
-    return f"--cfg=smpi/send-is-detached-thresh:{detached}"
+def send_cfg(detached: int, overhead: float) -> list[str]:
+    """SMPI's options for sends: those under ``detached`` bytes return at
+    once (SMPI's default 65536; 0 makes every send wait for its transfer,
+    as netsim's flows do), and each costs its sender ``overhead`` seconds
+    before it posts (``smpi/ois`` for ``MPI_Isend``, ``smpi/os`` for
+    ``MPI_Send``, in their ``size:offset:factor`` form: the same for every
+    size), as ``python -m mpicoll.simulate --send-overhead`` charges."""
+    cfg = [f"--cfg=smpi/send-is-detached-thresh:{detached}"]
+    if overhead:
+        cfg += [f"--cfg=smpi/ois:0:{overhead!r}:0",
+                f"--cfg=smpi/os:0:{overhead!r}:0"]
+    return cfg
 
 NETWORKS = ("flat", "ring", "torus", "hypercube", "fattree", "dragonfly")
 DRAGONFLY = {16: "2,2,2,2", 64: "4,2,4,2", 256: "4,4,4,4"}
@@ -110,10 +122,11 @@ def compile_program(folder: str) -> str:
 
 
 def smpi_times(exe: str, collective: str, algorithm: str, spec: str, p: int,
-               sizes: list[int], folder: str, detached: int = 0
-               ) -> dict[int, float]:
+               sizes: list[int], folder: str, detached: int = 0,
+               overhead: float = 0.0) -> dict[int, float]:
     """SMPI's simulated seconds per size for its ``algorithm``; sends
-    under ``detached`` bytes detached (:func:`detached_cfg`)."""
+    under ``detached`` bytes detached, each costing ``overhead`` seconds
+    (:func:`send_cfg`)."""
     from mpicoll.netsim import parse
 
     plat = parse(spec)
@@ -124,7 +137,7 @@ def smpi_times(exe: str, collective: str, algorithm: str, spec: str, p: int,
     proc = subprocess.run(
         ["smpirun", "-np", str(p), "-platform", xml, "-hostfile", hosts,
          f"--cfg=smpi/{collective}:{algorithm}", *SMPI_CFG,
-         detached_cfg(detached), exe, collective,
+         *send_cfg(detached, overhead), exe, collective,
          *map(str, sizes)], capture_output=True, text=True, cwd=folder)
     times = {}
     for line in proc.stdout.splitlines():
@@ -138,17 +151,19 @@ def smpi_times(exe: str, collective: str, algorithm: str, spec: str, p: int,
 
 
 def netsim_times(collective: str, algorithms: list[str], spec: str, p: int,
-                 sizes: tuple[str, str, str], folder: str
-                 ) -> dict[tuple[str, int], float]:
+                 sizes: tuple[str, str, str], folder: str,
+                 overhead: float = 0.0) -> dict[tuple[str, int], float]:
     """``python -m mpicoll.simulate --model simgrid``'s seconds per
-    (algorithm, bytes), through its ``--json`` records."""
+    (algorithm, bytes), through its ``--json`` records, each send costing
+    ``overhead`` seconds (``--send-overhead``)."""
     out = os.path.join(folder, "netsim.json")
     b, e, f = sizes
     subprocess.run(
         [sys.executable, "-m", "mpicoll.simulate", "-c", collective, "-a",
          ",".join(algorithms), "--model", "simgrid", "--network", spec,
          "--ranks", str(p), "-b", b, "-e", e, "-f", f, "--gamma", "0",
-         "--quiet", "--json", out], check=True, cwd=ROOT)
+         "--quiet", "--json", out, "--send-overhead", repr(overhead)],
+        check=True, cwd=ROOT)
     with open(out) as fh:
         records = json.load(fh)["records"]
     return {(r["algorithm"], r["nbytes"]): r["time_us"]["avg"] * 1e-6
@@ -157,22 +172,23 @@ def netsim_times(collective: str, algorithms: list[str], spec: str, p: int,
 
 def compare(collective: str, network: str, p: int,
             sizes: tuple[str, str, str], exe: str, folder: str,
-            detached: int = 0) -> list[dict]:
+            detached: int = 0, overhead: float = 0.0) -> list[dict]:
     """One row per (algorithm, size): ours, SMPI's, difference
-    (``detached``: see :func:`smpi_times`)."""
+    (``detached``, ``overhead``: see :func:`send_cfg`)."""
     spec = network_spec(network, p)
     ours = netsim_times(collective, list(PAIRS[collective]), spec, p, sizes,
-                        folder)
+                        folder, overhead)
     rows = []
     for algorithm, smpi_name in PAIRS[collective].items():
         wanted = sorted(n for a, n in ours if a == algorithm)
         theirs = smpi_times(exe, collective, smpi_name, spec, p, wanted,
-                            folder, detached)
+                            folder, detached, overhead)
         for nbytes in wanted:
             t, s = ours[algorithm, nbytes], theirs[nbytes]
             rows.append({"collective": collective, "algorithm": algorithm,
                          "smpi": smpi_name, "network": spec, "ranks": p,
-                         "nbytes": nbytes, "netsim_us": t * 1e6,
+                         "nbytes": nbytes, "overhead_us": overhead * 1e6,
+                         "netsim_us": t * 1e6,
                          "smpi_us": s * 1e6,
                          "diff_pct": 100 * (t - s) / s if s else 0.0})
     return rows
@@ -180,14 +196,17 @@ def compare(collective: str, network: str, p: int,
 
 def markdown(rows: list[dict]) -> str:
     """The rows as the docs' table."""
+    sends = any(r["overhead_us"] for r in rows)  # a column for o
     lines = ["| collective | algorithm (SMPI's) | network | ranks | bytes "
-             "| netsim (µs) | SMPI (µs) | difference |",
-             "|---|---|---|---|---|---|---|---|"]
+             + ("| o (µs) " if sends else "")
+             + "| netsim (µs) | SMPI (µs) | difference |",
+             "|---|---|---|---|---|---|---|---|" + ("---|" if sends else "")]
     for r in rows:
         lines.append(
             f"| {r['collective']} | {r['algorithm']} ({r['smpi']}) "
             f"| {r['network']} | {r['ranks']} | {r['nbytes']} "
-            f"| {r['netsim_us']:.2f} | {r['smpi_us']:.2f} "
+            + (f"| {r['overhead_us']:g} " if sends else "")
+            + f"| {r['netsim_us']:.4f} | {r['smpi_us']:.4f} "
             f"| {r['diff_pct']:+.2f}% |")
     return "\n".join(lines)
 
@@ -198,7 +217,9 @@ def summary(rows: list[dict]) -> str:
     spans: dict[tuple[str, str, str], list[float]] = {}
     for r in rows:
         key = (r["collective"], f"{r['algorithm']} ({r['smpi']})",
-               r["network"].split(":")[0])
+               r["network"].split(":")[0]
+               + (f", o = {r['overhead_us']:g} µs" if r["overhead_us"]
+                  else ""))
         spans.setdefault(key, []).append(r["diff_pct"])
     lines = ["| collective | algorithm (SMPI's) | network | difference, "
              "min to max |", "|---|---|---|---|"]
@@ -223,6 +244,10 @@ def main(argv=None) -> int:
                    help="SMPI detaches sends under BYTES (they return at "
                    "once); default 0, rendezvous as netsim; SMPI's own "
                    "default is 65536")
+    p.add_argument("--send-overhead", default="0", metavar="SECONDS",
+                   help="comma list: each send costs its sender SECONDS "
+                   "on both sides (netsim's --send-overhead, SMPI's "
+                   "smpi/ois and smpi/os); default 0")
     p.add_argument("--json", metavar="FILE", help="the rows as JSON")
     args = p.parse_args(argv)
     missing = [t for t in ("smpicc", "smpirun") if not shutil.which(t)]
@@ -240,9 +265,11 @@ def main(argv=None) -> int:
                     except ValueError as e:
                         print(f"skipped: {e}", file=sys.stderr)
                         continue
-                    rows += compare(collective, network, ranks,
-                                    (args.b, args.e, args.f), exe, folder,
-                                    args.detached)
+                    for overhead in map(float,
+                                        args.send_overhead.split(",")):
+                        rows += compare(collective, network, ranks,
+                                        (args.b, args.e, args.f), exe,
+                                        folder, args.detached, overhead)
     print(markdown(rows))
     print()
     print(summary(rows))

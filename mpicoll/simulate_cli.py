@@ -27,6 +27,10 @@ defaults, 0.2 µs and 50 GB/s, in both models. ``--calibration FILE``
 mpicoll.calibrate`` instead, per message-size range, for every message
 (:mod:`mpicoll.calibration`); with ``--calibration-intra FILE`` as well
 (two ranks on one node) the messages inside a node take that file's.
+``--send-overhead O`` (SimGrid only) charges every send O seconds of its
+sender's time before it enters the network, one send after another (LogP's
+o, SMPI's ``smpi/ois``): without it a rank's messages of a round all start
+at once, so a linear algorithm pays the latency once for its p-1 messages.
 """
 
 from __future__ import annotations
@@ -102,6 +106,13 @@ def _parser() -> argparse.ArgumentParser:
            "schedules whose rounds all differ (default: all)")
     a("--symmetric", action="store_true",
       help="simgrid: build rank 0's schedule and a sample, relabel the rest")
+    a("--send-overhead", type=float, default=0.0, metavar="SECONDS",
+      help="simgrid: CPU time each send costs its sender before it enters "
+           "the network, one send after another (LogP's o; SMPI's "
+           "smpi/ois): a rank's i-th message of a round (i = 0, 1, ...) "
+           "leaves (i+1)*SECONDS after the round starts, so an algorithm "
+           "posting p-1 messages at once pays p-1 overheads; receives cost "
+           "nothing; default 0 (all of a round's messages start together)")
     a("--timeout", type=float, default=300.0, metavar="SECONDS",
       help="simgrid: limit per run; default 300")
     a("--simgrid", metavar="DIR",
@@ -163,6 +174,11 @@ def parse_args(argv) -> argparse.Namespace:
          "use one"),
         (args.sample_rounds is not None and args.model != "simgrid",
          "--sample-rounds is for --model simgrid"),
+        (not args.send_overhead >= 0 or math.isinf(args.send_overhead),
+         "--send-overhead must be a finite number >= 0"),
+        (args.send_overhead and args.model != "simgrid",
+         "--send-overhead is for --model simgrid (the analytic model "
+         "charges --alpha per message)"),
         (args.plot is not None and not plotting.available(),
          "--plot needs matplotlib (pip install 'mpicoll[plot]')")]
     for bad, message in problems:
@@ -282,7 +298,7 @@ def predicted_seconds(args, collective: str, algorithm: str, size: int,
     return simulate(collective, algorithm, size, count, args.platform,
                     itemsize=itemsize, gamma=args.gamma, keep=args.keep,
                     sample=args.sample_rounds,
-                    dims=dims,
+                    dims=dims, send_overhead=args.send_overhead,
                     symmetric=args.symmetric, timeout=args.timeout,
                     simgrid=args.simgrid).time
 
@@ -357,6 +373,7 @@ def header(args, argv) -> dict:
             "calibration_intra": (args.calibrated_intra
                                   and args.calibrated_intra.description),
             "keep": args.keep, "sample_rounds": args.sample_rounds,
+            "send_overhead": args.send_overhead,
             "symmetric": args.symmetric,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "command": " ".join([sys.executable, "-m", "mpicoll.simulate",

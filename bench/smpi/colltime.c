@@ -5,7 +5,8 @@
  *         --cfg=smpi/allreduce:lr ./colltime allreduce 65536 1048576
  *
  * For every size (bytes, the benchmark's convention: the vector for
- * allreduce and bcast, the gathered total for allgather) it prints one line
+ * allreduce and bcast, the gathered total for allgather, the whole send
+ * buffer for alltoall) it prints one line
  * "COLLECTIVE BYTES SECONDS": the time from the call's start on all ranks
  * at once to the last rank's return, in simulated seconds, as
  * mpicoll.netsim predicts it (every rank starts at the same instant).
@@ -36,6 +37,9 @@ static int call(const char *coll, void *in, void *out, long nbytes, int size)
     if (strcmp(coll, "allgather") == 0)
         return MPI_Allgather(in, count / size, MPI_FLOAT, out, count / size,
                              MPI_FLOAT, MPI_COMM_WORLD);
+    if (strcmp(coll, "alltoall") == 0)
+        return MPI_Alltoall(in, count / size, MPI_FLOAT, out, count / size,
+                            MPI_FLOAT, MPI_COMM_WORLD);
     return -1;
 }
 
@@ -59,7 +63,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc < 3) {
         if (rank == 0)
-            fprintf(stderr, "usage: %s allreduce|bcast|allgather BYTES...\n",
+            fprintf(stderr, "usage: %s allreduce|bcast|allgather|alltoall BYTES...\n",
                     argv[0]);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }

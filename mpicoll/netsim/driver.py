@@ -11,7 +11,12 @@ different ranks are not aligned: a rank posts round k + 1 when its round k
 is done, and a message flows once both its sender and its receiver have
 posted the rounds holding it (rendezvous: no eager buffering). When a
 rank's messages of a round are done it reduces, γ seconds per byte of
-reduction output, then posts its next round; copies are free. With the
+reduction output, then posts its next round; copies are free. With
+``send_overhead=o`` each send costs its sender o seconds before it enters
+the network (LogP's o; SMPI's ``smpi/ois``): a rank's i-th send of a
+round (i = 0, 1, ...) is posted ``(i + 1)·o`` after the round, so the p-1
+messages a linear algorithm posts at once leave one after another; receives
+cost nothing. The default 0 posts every message with its round. With the
 default ``model_factors=False`` SimGrid's latency and bandwidth correction
 factors and cross-traffic are off, so a message of n bytes over a path of
 latency L and bottleneck bandwidth B takes L + n/B alone and shares B
@@ -92,7 +97,7 @@ def simulate(collective: str, algorithm: str, size: int, count,
              platform: Platform | str, *, itemsize: int = 4, root: int = 0,
              gamma: float | None = None, keep: int | None = None,
              sample: int | None = None, symmetric: bool = False,
-             model_factors: bool = False,
+             model_factors: bool = False, send_overhead: float = 0.0,
              timeout: float | None = None, simgrid: str | None = None,
              **params) -> Result:
     """Simulate ``algorithm`` of ``collective`` on ``size`` ranks.
@@ -109,7 +114,9 @@ def simulate(collective: str, algorithm: str, size: int, count,
     (:func:`mpicoll.netsim.program.sample_rounds`; ValueError where the
     ranks' rounds do not allow it); None is exact.
     ``symmetric``: build rank 0's schedule and a sample only
-    (:func:`mpicoll.netsim.program.symmetric_sigs`). ``timeout``: seconds
+    (:func:`mpicoll.netsim.program.symmetric_sigs`). ``send_overhead``:
+    seconds each send costs its sender before it enters the network (see
+    the module docstring; 0: none). ``timeout``: seconds
     for the SimGrid run. ``simgrid``: a folder holding the SimGrid module
     to use (default ``$MPICOLL_SIMGRID``, else the venv's). ``params`` go
     to the schedule builder.
@@ -129,20 +136,26 @@ def simulate(collective: str, algorithm: str, size: int, count,
         rank_sig, size, keep=keep, sample=sample, symmetric=symmetric)
     result = run_program(build(sigs, runs, gaps), platform, gamma=gamma,
                          itemsize=itemsize, model_factors=model_factors,
-                         timeout=timeout, simgrid=simgrid)
+                         send_overhead=send_overhead, timeout=timeout,
+                         simgrid=simgrid)
     return result._replace(symmetry=symmetry)
 
 
 def run_program(program: Program, platform: Platform, *,
                 gamma: float | None = None, itemsize: int = 4,
-                model_factors: bool = False, timeout: float | None = None,
+                model_factors: bool = False, send_overhead: float = 0.0,
+                timeout: float | None = None,
                 simgrid: str | None = None) -> Result:
     """Simulate a :class:`~mpicoll.netsim.program.Program` in a child
     process; extrapolates its compressed runs (``(n - kept) × Δ`` each,
     Δ the mean duration of the run's kept rounds after the first) and its
     gaps (``m × (d_a + d_b) / 2`` each, ``d_a`` and ``d_b`` the durations
     of the second rounds of the sampled pairs on either side), durations
-    taken from the latest rank's round ends."""
+    taken from the latest rank's round ends. ``send_overhead``: seconds
+    per send at its sender, as in :func:`simulate`."""
+    if send_overhead < 0 or not math.isfinite(send_overhead):
+        raise ValueError(f"send_overhead must be a finite number >= 0, not "
+                         f"{send_overhead!r}")
     if gamma is None:
         gamma = calibrate_gamma(itemsize)
     job = {"src": program.src, "dst": program.dst, "nbytes": program.nbytes,
@@ -151,6 +164,8 @@ def run_program(program: Program, platform: Platform, *,
            "hosts": platform.node_map(program.size), "xml": platform.xml(),
            "cfg": () if model_factors else EXACT,
            "simgrid": simgrid_folder(simgrid)}
+    if send_overhead:  # absent: the replay's fast path, as before
+        job["send_overhead"] = float(send_overhead)
     with tempfile.TemporaryDirectory(prefix="mpicoll-netsim-") as tmp:
         src, out = os.path.join(tmp, "job.json"), os.path.join(tmp,
                                                                "out.json")

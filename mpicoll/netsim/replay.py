@@ -7,8 +7,9 @@ standard library's, off ``sys.path``). ``JOB`` is a JSON object of plain
 lists: the program's flows (``src``, ``dst``, ``nbytes``), per rank and
 round the flows waited for (``ops``) and the reduction delays in seconds
 (``delay``), the host of every rank (``hosts``), the platform file
-(``xml``), SimGrid options (``cfg``) and the folder of the SimGrid build to
-import (``simgrid``; null: the venv's). ``OUT`` gets a JSON object with
+(``xml``), SimGrid options (``cfg``), the folder of the SimGrid build to
+import (``simgrid``; null: the venv's) and the seconds a send costs its
+sender (``send_overhead``; absent: 0). ``OUT`` gets a JSON object with
 ``finish`` (per rank), ``round_end`` (per round index, the latest rank's),
 ``wall``, ``maxrss_mb`` and ``version``, or ``error``: what stopped the
 run. (JSON, not pickle: no file this package reads can run code.)
@@ -16,6 +17,16 @@ run. (JSON, not pickle: no file this package reads can run code.)
 The controller posts rounds, starts each flow once its sender and its
 receiver have both posted the rounds holding it, retires finished flows,
 sleeps through reductions, and stops when every rank is done.
+
+A send overhead ``o > 0`` (LogP's o, SMPI's ``smpi/ois``/``smpi/os``)
+makes the sender inject its messages of a round one after another, in the
+schedule's order: the i-th (i = 0, 1, ...) counts as posted by the sender
+``(i + 1)·o`` after the rank posted the round, as SMPI sleeps ``o`` before
+each ``MPI_Isend`` posts. Receives cost nothing (SMPI's ``smpi/or`` is
+charged only for small, detached messages; not modelled). Pending
+injections wait in a heap beside the reduction timers, and the controller
+waits for the next completion with a timeout until the next of either. With
+``o = 0`` none is queued and the run is the one without overhead.
 
 It runs on SimGrid 3.32 (Debian's, ``scripts/simgrid.sh``) and 4.x (4.1:
 ``scripts/simgrid41.sh``), whichever the job's ``simgrid`` folder (put
@@ -30,6 +41,7 @@ time linear in it (O(p²) per round of p flows).
 
 import heapq
 import json
+import math
 import resource
 import sys
 import time
@@ -115,6 +127,8 @@ def control(sg, job: dict, hosts: list, out: dict) -> None:
     round_end = [0.0] * max((len(r) for r in ops), default=0)
     active = InFlight(sg)
     timers = []  # (when a reduction ends, rank)
+    overhead = float(job.get("send_overhead") or 0.0)
+    injections = []  # (when the sender has injected it, flow): o > 0 only
     ready = list(range(p))  # ranks to post their next round
 
     def clock():
@@ -126,6 +140,13 @@ def control(sg, job: dict, hosts: list, out: dict) -> None:
             heapq.heappush(timers, (now + delay, rank))
         else:
             round_done(rank, now)
+
+    def post(f):
+        """One end of flow ``f`` posted; start it once both are."""
+        need[f] -= 1
+        if not need[f]:
+            active.start(sg.Comm.sendto_async(
+                hosts[src[f]], hosts[dst[f]], nbytes[f]), f)
 
     def round_done(rank, now):
         k = cursor[rank]
@@ -143,21 +164,25 @@ def control(sg, job: dict, hosts: list, out: dict) -> None:
                 continue
             flows = ops[rank][k]
             pending[rank] = len(flows)
+            if overhead:  # the rank's sends wait their turn (heap)
+                sends = sorted(f for f in flows if src[f] == rank)
+                for i, f in enumerate(sends):
+                    heapq.heappush(injections, (now + (i + 1) * overhead, f))
+                flows = [f for f in flows if src[f] != rank]
             for f in flows:
-                need[f] -= 1
-                if not need[f]:
-                    active.start(sg.Comm.sendto_async(
-                        hosts[src[f]], hosts[dst[f]], nbytes[f]), f)
-            if not flows:
+                post(f)
+            if not pending[rank]:
                 comm_done(rank, now)
-        if not active and not timers:
+        if not active and not timers and not injections:
             break
+        due = min(timers[0][0] if timers else math.inf,
+                  injections[0][0] if injections else math.inf)
         if not active:
-            sg.this_actor.sleep_until(timers[0][0])
+            sg.this_actor.sleep_until(due)
             done = []
         else:
-            done = active.wait(max(0.0, timers[0][0] - now) if timers
-                               else None)
+            done = active.wait(None if due == math.inf
+                               else max(0.0, due - now))
         now = clock()
         if done:
             for f in done:
@@ -165,10 +190,14 @@ def control(sg, job: dict, hosts: list, out: dict) -> None:
                     pending[rank] -= 1
                     if not pending[rank]:
                         comm_done(rank, now)
-        else:  # a reduction timer is due (at least the first one)
+        elif timers and timers[0][0] == due:  # a reduction timer is due
             round_done(heapq.heappop(timers)[1], now)
+        else:  # an injection is due (clock() may be an ulp short of it)
+            post(heapq.heappop(injections)[1])
         while timers and timers[0][0] <= now:
             round_done(heapq.heappop(timers)[1], now)
+        while injections and injections[0][0] <= now:
+            post(heapq.heappop(injections)[1])
     stuck = [r for r in range(p) if cursor[r] < len(ops[r])]
     if stuck:
         raise RuntimeError(f"deadlock: ranks {stuck[:8]} never finish "

@@ -82,9 +82,9 @@ def test_a_skipped_collective_times_out_naming_the_rank():
 
 
 def test_by_default_a_timeout_aborts_the_job():
-    done, wall = run("skip", action="abort")
+    done, _ = run("skip", action="abort")
     assert done.returncode != 0
-    assert wall < T + MARGIN, wall  # rank 1 alone would sleep 2T + 3 s
+    assert "rank 1 done" not in done.stdout  # ended in its 2T + 3 s sleep
     assert "not arrived: rank 1" in done.stderr
     assert "aborting the job" in done.stderr
 
