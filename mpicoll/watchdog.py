@@ -45,6 +45,10 @@ from mpicoll.errors import CollectiveTimeoutError, spans
 ACTIONS = ("abort", "raise")
 SPIN = 1e-3  # seconds of back-to-back tests before sleeping between them
 NAMES = tuple(COLLECTIVES)  # a collective's number in a reply
+#: seconds between writing why and aborting: the launcher forwards a rank's
+#: output through a pipe, and an abort that kills the job first loses it
+#: (seen with MPICH's hydra on a loaded machine: the job ended, stderr empty)
+ABORT_GRACE = 0.5
 
 
 class Watchdog:
@@ -84,6 +88,7 @@ class Watchdog:
                              f"(MPICOLL_ON_TIMEOUT=raise leaves it to the "
                              f"program)\n")
             sys.stderr.flush()
+            time.sleep(ABORT_GRACE)
             MPI.COMM_WORLD.Abort(1)
         raise error
 
