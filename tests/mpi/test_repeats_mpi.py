@@ -364,9 +364,11 @@ def test_a_kept_alike_call_beside_a_nonblocking_one_in_flight(comm):
 
 def test_calls_of_two_algorithms_on_the_same_arrays_keep_an_entry_each(comm):
     """Two algorithms (and two collectives) called in turn on the same
-    arrays each keep their own replay entry (mpicoll.replay._key), so
+    arrays each keep their own replay entry (mpicoll.replay._matching), so
     neither runs by its likeness every time after the other took its
     place."""
+    if comm._settings.guard.on:
+        pytest.skip("check mode or a deadline: nothing is replayed")
     x, y = np.ones(4), np.zeros(4)
     for _ in range(3):
         for algorithm in ("ring", "recursive_doubling", "native"):
