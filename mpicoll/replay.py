@@ -23,15 +23,15 @@ its own arrays (3.7 us instead of 14.6 us at one rank,
 ``bench/call_overhead.py``, the new-views rows), a hand-built one
 (:class:`Rerun`) binds the algorithm's plan again to them
 (:class:`~mpicoll.schedule.rebind.Rebinding`, on scratch of its own) and
-runs it: at two ranks a 1 KiB allreduce by recursive doubling on new
-arrays took 34 us through the full parse. Only calls whose parse moves no
+runs it (5.3 us instead of a full parse, ``bench/call_overhead.py``).
+Only calls whose parse moves no
 message are kept (those that exchange counts, ``recvcounts=None``, are
 never replayed), so a rank that skips the parse cannot leave its peers
 waiting. Nothing of a call run by its likeness is kept (holding its
 arrays until the next call would keep the allocator from reusing their
 memory for the next call's new arrays: at 512 KiB that made such calls
 3x slower in ``bench/new_arrays.py``), so arrays that first come after
-their kind was kept run by likeness every time (2-3 us more than a
+their kind was kept run by likeness every time (2.5-3.7 us more than a
 replay at one rank), unless a full parse of them happens later.
 """
 
@@ -196,10 +196,10 @@ class _Alike(NamedTuple):
     """A blocking call kept by its likeness: per memo object its
     ``(dtype, shape)`` (an array) or itself; the memo positions of its one
     or two arrays; what it calls (mpi4py's method on the private
-    communicator, or a :class:`Rerun`) and its arguments, each ``(memo
-    position, datatype, None or _FLAT)`` for an array (None: mpi4py
-    infers it, or the array itself; _FLAT: flattened) or ``(None, the
-    argument itself)``."""
+    communicator, or a :class:`Rerun`) and its arguments: for an array
+    ``(memo position, how)``, ``how`` a datatype (passed with it), None
+    (the array itself; mpi4py infers its datatype) or ``_FLAT`` (the array
+    flattened); else ``(None, the argument itself)``."""
 
     kinds: tuple
     arrays: tuple

@@ -174,7 +174,7 @@ def parse_args(argv) -> argparse.Namespace:
          "use one"),
         (args.sample_rounds is not None and args.model != "simgrid",
          "--sample-rounds is for --model simgrid"),
-        (not args.send_overhead >= 0 or math.isinf(args.send_overhead),
+        (not math.isfinite(args.send_overhead) or args.send_overhead < 0,
          "--send-overhead must be a finite number >= 0"),
         (args.send_overhead and args.model != "simgrid",
          "--send-overhead is for --model simgrid (the analytic model "

@@ -5,13 +5,14 @@ A blocking hand-built call on *new* arrays alike to an earlier call's
 overlapping: :mod:`mpicoll.replay` checks that) runs the same schedule on
 other memory. Binding it anew (:func:`~mpicoll.schedule.plan.bind` and
 :func:`~mpicoll.schedule.executor.compile_plan`: every span sliced, checked
-for overlap and turned into a message) costs 8 us for a 2-rank recursive
-doubling, more than the exchange itself; a :class:`Rebinding` made once
-from a compiled plan moves only what lies in the send and receive arrays:
-each such message is rebuilt from the new array's address (one
-``MPI.buffer.fromaddress``) and each local step on them is the same
-function on new views, while messages and steps on the scratch array are
-kept as they are. About 1 us for that schedule.
+for overlap and turned into a message) costs microseconds, as much as a
+small exchange; a :class:`Rebinding` made once from a compiled plan moves
+only what lies in the send and receive arrays: each such message is
+rebuilt from the new array's address (one ``MPI.buffer.fromaddress``) and
+each local step on them is the same function on new views, while messages
+and steps on the scratch array are kept as they are. At one rank a
+recursive-doubling call on new views costs 1.5 us more than a native one
+(``bench/call_overhead.py``, the new-views rows).
 
 The scratch array belongs to the rebinding (its plan was compiled on
 scratch of its own), so a rebinding never shares memory with a cached plan
@@ -26,6 +27,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll.schedule.executor import Step
+from mpicoll.schedule.plan import address
 
 
 class Rebinding:
@@ -45,7 +47,7 @@ class Rebinding:
                for s in steps):
             raise ValueError("only host plans of messages and local steps "
                              "can be bound again")
-        ranges = [(_address(a), a.nbytes, a.itemsize) for a in (send, recv)]
+        ranges = [(address(a), a.nbytes, a.itemsize) for a in (send, recv)]
         self._steps = tuple(
             (_messages(s.sends, ranges), _messages(s.recvs, ranges),
              _locals(s.local, ranges))
@@ -61,8 +63,8 @@ class Rebinding:
         it was made for; not checked here)."""
         arrays = (send, recv)
         need_send, need_recv = self._bases
-        bases = (_address(send) if need_send else 0,
-                 _address(recv) if need_recv else 0)
+        bases = (address(send) if need_send else 0,
+                 address(recv) if need_recv else 0)
         return tuple([_step((
             sends if type(sends) is tuple else _moved(sends, bases),
             recvs if type(recvs) is tuple else _moved(recvs, bases),
@@ -79,10 +81,6 @@ class Rebinding:
 def _step(fields: tuple) -> Step:
     """A :class:`Step` of all six fields, without its keyword handling."""
     return tuple.__new__(Step, fields)
-
-
-def _address(x: np.ndarray) -> int:
-    return MPI.buffer(x).address
 
 
 def _owner(start: int, length: int, ranges) -> tuple[int, int]:
@@ -128,7 +126,7 @@ def _locals(local: tuple, ranges) -> tuple | list:
                              "positional arguments")
         args = []
         for a in fn.args:
-            which, offset = _owner(_address(a), a.nbytes, ranges) \
+            which, offset = _owner(address(a), a.nbytes, ranges) \
                 if type(a) is np.ndarray else (-1, 0)
             if which < 0:
                 args.append((-1, 0, 0, False, a))
