@@ -2,42 +2,43 @@
 # The runs behind docs/simulation.md's "Calibration" section (issue 15,
 # item 3), on one machine:
 #   bash bench/calibrate.sh [OUTDIR]     # default docs/simulation
-# writes OUTDIR/<run>.txt (what each run printed, with the machine's load
-# before and after) and .json:
-#   calibration-n2   python -m mpicoll.calibrate at 2 ranks: the fitted
-#                    α, β, copy and γ per size range (the .json is the
-#                    calibration file itself)
-#   validation-n2    --validate at 2 ranks: every hand-built algorithm of
-#                    allreduce, bcast, allgather, reduce_scatter_block and
-#                    alltoall, 64 KiB-16 MiB, measured against predicted
-#   validation-n4    the same at 4 ranks (oversubscribed on 2 cores, with
-#                    MPIR_CVAR_ENABLE_HEAVY_YIELD=1 so waiting ranks yield)
-# STATISTIC=p5 (default p50) makes every point and every measured time the
-# 5th percentile of all ranks' calls instead of the median: on a machine
-# others are loading, closer to what it does alone.
-# About 8 minutes on the 2-core development VM.
+# writes, for N = 2 and 4 ranks, OUTDIR/check-nN.txt (what the run printed,
+# with the machine's load before and after), calibration-nN.json (the
+# calibration file) and validation-nN.json (the validation's rows): one
+#   python -m mpicoll.calibrate --check
+# per rank count, which measures the calibration's points (8 B-64 MiB) and
+# times every hand-built algorithm of allreduce, bcast, allgather,
+# reduce_scatter_block and alltoall (64 KiB-16 MiB) in the same interleaved
+# rounds, then fits the file and sets each measured time beside its
+# prediction. 4 ranks are oversubscribed on 2 cores
+# (MPIR_CVAR_ENABLE_HEAVY_YIELD=1 so waiting ranks yield).
+# STATISTIC (default p5) is what a point and a measured time are of all
+# ranks' calls: the 5th percentile, because on a virtual machine the noise
+# is one-sided (the host's other tenants only slow calls down); p50 gives
+# the median.
+# About 2 minutes on the 2-core development VM. bench/calibrate_repeats.sh
+# runs the 2-rank check again, to see how much of it is the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/venv.sh
 . scripts/venv.sh
 out=${1:-docs/simulation}
-statistic=${STATISTIC:-p50}
+statistic=${STATISTIC:-p5}
 mkdir -p "$out"
 
-launch() {  # launch NAME RANKS ARGS...: python -m mpicoll.calibrate
-    local name=$1 ranks=$2
-    shift 2
+check() {  # check RANKS: python -m mpicoll.calibrate --check at RANKS ranks
+    local ranks=$1 log="$out/check-n$1.txt"
+    local args=(--check --statistic "$statistic"
+                --out "$out/calibration-n$ranks.json"
+                --json "$out/validation-n$ranks.json")
     {
-        echo "== $name: mpiexec -n $ranks python -m mpi4py -m mpicoll.calibrate $* --statistic $statistic"
+        echo "== mpiexec -n $ranks python -m mpi4py -m mpicoll.calibrate ${args[*]}"
         echo "== load before: $(uptime)"
-    } | tee "$out/$name.txt"
-    "$mpiexec" -n "$ranks" "$py" -m mpi4py -m mpicoll.calibrate "$@" \
-        --statistic "$statistic" | tee -a "$out/$name.txt"
-    echo "== load after: $(uptime)" | tee -a "$out/$name.txt"
+    } | tee "$log"
+    "$mpiexec" -n "$ranks" "$py" -m mpi4py -m mpicoll.calibrate "${args[@]}" \
+        | tee -a "$log"
+    echo "== load after: $(uptime)" | tee -a "$log"
 }
 
-launch calibration-n2 2 --out "$out/calibration-n2.json"
-launch validation-n2 2 --validate "$out/calibration-n2.json" \
-    --json "$out/validation-n2.json"
-MPIR_CVAR_ENABLE_HEAVY_YIELD=1 launch validation-n4 4 \
-    --validate "$out/calibration-n2.json" --json "$out/validation-n4.json"
+check 2
+MPIR_CVAR_ENABLE_HEAVY_YIELD=1 check 4

@@ -2,6 +2,7 @@
 
     mpiexec -n 2 python -m mpi4py -m mpicoll.calibrate --out cal.json
     mpiexec -n 2 python -m mpi4py -m mpicoll.calibrate --validate cal.json
+    mpiexec -n 2 python -m mpi4py -m mpicoll.calibrate --check --out cal.json
     python -m mpicoll.simulate --calibration cal.json --ranks 64 ...
 
 It measures the link its two ranks talk over: with both on one node, the
@@ -33,17 +34,21 @@ the 5th percentile, of all ranks' calls):
 - *write*: ``fill`` on ``n`` bytes, what the benchmark's ``--rewrite``
   adds to each call (``points["write"]``, for the validation only).
 
+The sizes go by factors of 2 from 8 B to 64 MiB by default: beyond the
+last-level cache, where large collectives run (their buffers on all
+ranks of a node together are several times their size).
+
 Not included: the per-call cost of the engine (parsing, replay, tag, about
 a microsecond: ``bench/call_overhead.py``), which the model has no term
 for. :mod:`mpicoll.calibration` fits the points and writes the file.
 
-``--validate FILE`` runs the benchmark (:func:`mpicoll.bench.cli.run`) for
-every hand-built algorithm of the validated collectives, with the input
-written before every call (``--rewrite``: new data each call, as in an
-application, so every message is fresh as in the calibration), and prints
-each measured time beside the model's prediction with FILE's costs
-(:func:`mpicoll.model.predict`) plus that write, and whether it is within
-±30%.
+``--validate FILE`` benchmarks every hand-built algorithm of the validated
+collectives and sets each time beside FILE's prediction
+(:mod:`mpicoll.validation`). ``--check`` does both in one run: it times
+the validation's calls in the rounds that measure the points (8 B to 4x
+``-e``), so that a change of the machine's speed during the run (a
+virtual machine's neighbours) hits the calibration and the measurements
+it predicts alike, then writes the file and prints the comparison.
 """
 
 from __future__ import annotations
@@ -54,27 +59,22 @@ import os
 import platform
 import sys
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll import calibration
+from mpicoll import calibration, validation
 from mpicoll.bench import cli as bench
 from mpicoll.bench.harness import fit_iterations, summarize, timed_rounds, \
     warm_up
 from mpicoll.bench.specs import DTYPES, OPS, SPECS
-from mpicoll.collectives import COLLECTIVES
-from mpicoll.model import predict
 from mpicoll.ops import builtin_op
 from mpicoll.schedule.core import ScheduleBuilder, Span
 from mpicoll.schedule.executor import compile_plan, run
-from mpicoll.schedule.layout import buffer_lengths
 from mpicoll.schedule.plan import bind
 
-VALIDATED = ("allreduce", "bcast", "allgather", "reduce_scatter_block",
-             "alltoall")
-TOLERANCE = 0.30  # |predicted / measured - 1| within this: a hit
 TAG = 1
 
 
@@ -86,13 +86,20 @@ def _parser(rank: int):
     a = p.add_argument
     a("--out", default="calibration.json", metavar="FILE",
       help="where the calibration goes; default calibration.json")
-    a("--validate", metavar="FILE",
-      help="instead: benchmark every hand-built algorithm and compare with "
-           "FILE's predictions")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--validate", metavar="FILE",
+        help="instead: benchmark every hand-built algorithm and compare with "
+             "FILE's predictions")
+    mode.add_argument(
+        "--check", action="store_true",
+        help="calibrate (8 B to 4x -e by factors of 2, into --out) and "
+             "validate (-b to -e by -f) in one run, the validation's calls "
+             "timed in the calibration's interleaved rounds")
     a("-b", "--minbytes", type=bench.parse_size,
       help="smallest size; default 8 (calibration), 64K (validation)")
-    a("-e", "--maxbytes", type=bench.parse_size, default=16 << 20,
-      help="largest size; default 16M")
+    a("-e", "--maxbytes", type=bench.parse_size,
+      help="largest size; default 64M (calibration), 16M (validation)")
     a("-f", "--stepfactor", type=float,
       help="size step; default 2 (calibration), 4 (validation)")
     a("--ranges", type=int, default=4,
@@ -101,8 +108,9 @@ def _parser(rank: int):
     a("--ops", default=",".join(OPS), help=f"default {','.join(OPS)}")
     a("--dtypes", default=",".join(DTYPES),
       help=f"default {','.join(DTYPES)}")
-    a("-c", "--collective", default=",".join(VALIDATED),
-      help=f"validation: comma list; default {','.join(VALIDATED)}")
+    a("-c", "--collective", default=",".join(validation.VALIDATED),
+      help="validation: comma list; default "
+           f"{','.join(validation.VALIDATED)}")
     a("-d", "--dtype", choices=DTYPES, default="float32",
       help="validation: dtype; default float32")
     a("-n", "--iters", type=int, default=100,
@@ -110,7 +118,7 @@ def _parser(rank: int):
     a("-w", "--warmup", type=int, default=3, help="default 3")
     a("--time-budget", type=float, metavar="SECONDS",
       help="about how long the timed calls take; default 60 "
-           "(calibration), 150 (validation)")
+           "(calibration), 150 (validation, --check)")
     a("--statistic", choices=("p50", "p5"), default="p50",
       help="of all ranks' per-call times, what a point is (and what the "
            "validation compares): the median, or the 5th percentile (on "
@@ -125,12 +133,13 @@ def parse_args(argv, rank: int = 0, size: int = 2):
     """Parse and check ``argv`` (SystemExit 2 if bad), mode defaults in."""
     p = _parser(rank)
     args = p.parse_args(argv)
-    check = args.validate is not None
+    validating = args.validate is not None or args.check
     args.minbytes = args.minbytes if args.minbytes is not None else (
-        64 << 10 if check else 8)
-    args.stepfactor = args.stepfactor or (4.0 if check else 2.0)
+        64 << 10 if validating else 8)
+    args.stepfactor = args.stepfactor or (4.0 if validating else 2.0)
+    args.maxbytes = args.maxbytes or (16 << 20 if validating else 64 << 20)
     if args.time_budget is None:
-        args.time_budget = 150.0 if check else 60.0
+        args.time_budget = 150.0 if validating else 60.0
     args.ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     args.collectives = [c.strip() for c in args.collective.split(",")
@@ -152,6 +161,9 @@ def parse_args(argv, rank: int = 0, size: int = 2):
     for bad, message in problems:
         if bad:
             p.error(message)
+    args.point_sizes = bench.sizes(*(
+        (8, 4 * args.maxbytes, 2.0) if args.check
+        else (args.minbytes, args.maxbytes, args.stepfactor)))
     return args
 
 
@@ -196,28 +208,37 @@ def copying(n: int):
                   {"send": np.ones(n, np.uint8), "recv": np.zeros(n, np.uint8)})
 
 
-def timed(world, calls: dict, args, budget: float) -> list:
-    """``(bytes, seconds)`` for each entry ``bytes: call``: the statistic
-    (median, or 5th percentile) of all ranks' timed calls, the sizes
-    interleaved by the benchmark's harness (so a change of the machine's
-    speed hits them alike) within about ``budget`` seconds."""
+def timed(world, calls: dict, args, budget: float) -> tuple[dict, int]:
+    """The benchmark harness's per-call times of this rank, by name in
+    ``calls``, all interleaved (so a change of the machine's speed hits
+    them alike) within about ``budget`` seconds; and the calls per name."""
     probe = warm_up(world, calls, args.warmup)
     iters = fit_iterations(world, probe, args.iters, budget)
-    times = timed_rounds(world, calls, iters)
-    return [(n, summarize(world, times[n])[args.statistic] * 1e-6)
-            for n in calls]
+    return timed_rounds(world, calls, iters), iters
 
 
-def measure(world, args) -> tuple[list, list, dict, dict]:
-    """The raw points over ``args``' sizes: the fresh exchange (copy then
-    exchange, less the copy), copy, reduce ``{(op, dtype): points}``, and
-    for the record ``{"exchange_clean": the exchange of an unchanged
-    buffer, "write": filling a buffer as the benchmark's --rewrite
-    does}``. The first five series are timed interleaved (the fresh
-    exchange is a difference, and the two exchanges are compared) in half
-    the time budget; the reductions share the other half."""
+class Measured(NamedTuple):
+    """Raw ``(bytes, seconds)`` points, and the calls timed beside them."""
+
+    exchange: list  # fresh: copy then exchange, less the copy
+    copy: list
+    reduce: dict  # {(op, dtype): points}
+    extra: dict  # for the record: exchange_clean, write
+    beside: dict  # this rank's per-call times of ``beside``'s calls
+    iters: int  # calls timed per name in the interleaved rounds
+
+
+def measure(world, args, beside: dict | None = None) -> Measured:
+    """The raw points over the calibration's sizes: the fresh exchange
+    (copy then exchange, less the copy), copy, reduce per op and dtype,
+    and for the record the exchange of an unchanged buffer and filling a
+    buffer as the benchmark's --rewrite does. All but the reductions are timed
+    interleaved in half the time budget, together with ``beside`` (more
+    calls, ``{name: call}``: ``--check``'s collectives) and the reduction
+    they use (sum on ``args.dtype``) in three quarters of it; the other
+    reductions share the rest."""
     comm = world.Dup()
-    sizes = bench.sizes(args.minbytes, args.maxbytes, args.stepfactor)
+    sizes = args.point_sizes
     peer = world.Get_rank() ^ 1
 
     def schedule(steps):
@@ -228,19 +249,35 @@ def measure(world, args) -> tuple[list, list, dict, dict]:
               "copy": lambda n: schedule(copying(n)),
               "write": lambda n: partial(np.ndarray.fill,
                                          np.empty(n, np.uint8), 1)}
-    first = dict(timed(world, {(kind, n): make(n) for kind, make in
-                               makers.items() for n in sizes},
-                       args, args.time_budget / 2))
-    series = {kind: [(n, first[(kind, n)]) for n in sizes] for kind in makers}
     pairs = [(op, dtype) for op in args.ops for dtype in args.dtypes]
-    reduced = {(op, dtype): timed(world, {n: schedule(reduction(n, op, dtype))
-                                          for n in sizes},
-                                  args, args.time_budget / 2 / len(pairs))
-               for op, dtype in pairs}
+    together = [("sum", args.dtype)] if beside else []
+    calls = {(kind, n): make(n) for kind, make in makers.items()
+             for n in sizes}
+    calls.update({(pair, n): schedule(reduction(n, *pair))
+                  for pair in together for n in sizes})
+    calls.update(beside or {})
+    times, iters = timed(world, calls, args,
+                         args.time_budget * (3 / 4 if beside else 1 / 2))
+
+    def points(key) -> list:
+        return [(n, summarize(world, times[(key, n)])[args.statistic] * 1e-6)
+                for n in sizes]
+
+    series = {kind: points(kind) for kind in makers}
+    reduced = {pair: points(pair) for pair in together}
+    rest = [pair for pair in pairs if pair not in reduced]
+    for pair in rest:
+        alone, _ = timed(world, {n: schedule(reduction(n, *pair))
+                                 for n in sizes}, args,
+                         args.time_budget * (1 / 4 if beside else 1 / 2)
+                         / len(rest))
+        reduced[pair] = [(n, summarize(world, alone[n])[args.statistic]
+                          * 1e-6) for n in sizes]
     comm.Free()
     fresh = [(n, max(t - c, 0.0)) for (n, t), (_, c)
              in zip(series.pop("both"), series["copy"])]
-    return fresh, series.pop("copy"), reduced, series
+    return Measured(fresh, series.pop("copy"), reduced, series,
+                    {key: times[key] for key in beside or ()}, iters)
 
 
 def machine() -> dict:
@@ -266,8 +303,10 @@ def mpi_info(world) -> dict:
             "thread_level": head["thread_level"]}
 
 
-def calibrate(world, args, argv) -> calibration.Calibration:
-    """Measure and fit (collective over ``world``); the same on every
+def calibrate(world, args, argv, beside: dict | None = None
+              ) -> tuple[calibration.Calibration, Measured]:
+    """Measure (with ``beside``'s calls, :func:`measure`) and fit,
+    collective over ``world``; the calibration is the same on every
     rank."""
     info = {"machine": machine(), "mpi": mpi_info(world),
             "date": datetime.datetime.now(datetime.timezone.utc)
@@ -275,8 +314,9 @@ def calibrate(world, args, argv) -> calibration.Calibration:
             "command": " ".join(["mpiexec", "-n", str(world.Get_size()),
                                  sys.executable, "-m", "mpicoll.calibrate",
                                  *argv])}
-    fresh, copied, reduced, extra = measure(world, args)
-    return calibration.fit(fresh, copied, reduced, args.ranges, extra, **info)
+    got = measure(world, args, beside)
+    return calibration.fit(got.exchange, got.copy, got.reduce, args.ranges,
+                           got.extra, **info), got
 
 
 def describe(cal: calibration.Calibration) -> str:
@@ -300,127 +340,8 @@ def describe(cal: calibration.Calibration) -> str:
     return "\n".join(lines)
 
 
-# --- validating ------------------------------------------------------------
-
-
-def hand_built(collective: str) -> list[str]:
-    """Every registered algorithm of ``collective`` but ``native``."""
-    return [a for a in mpicoll.algorithms(collective) if a != "native"]
-
-
-def rewritten(record: dict) -> int:
-    """Elements the benchmark's ``--rewrite`` writes before each call of
-    ``record``'s case on rank 0 (its input buffer)."""
-    name = record["collective"]
-    send, recv = buffer_lengths(name, 0, record["nranks"], record["count"],
-                                record["root"] or 0)
-    return recv if COLLECTIVES[name].single_buffer else send
-
-
-def writing(cal: calibration.Calibration, source: str):
-    """Seconds to write ``n`` bytes, interpolated from the calibration's
-    ``write`` points (per byte beyond the largest)."""
-    points = sorted(cal.points.get("write") or [])
-    if not points:
-        raise calibration.CalibrationError(
-            f"{source}: no \"write\" points (made by an older "
-            "mpicoll.calibrate?): the validation needs them")
-    sizes, times = np.array(points, dtype=float).T
-
-    def seconds(n: int) -> float:
-        if n > sizes[-1]:
-            return float(times[-1] * n / sizes[-1])
-        return float(np.interp(n, sizes, times))
-
-    return seconds
-
-
-def validate(world, args, cal: calibration.Calibration) -> list[dict]:
-    """Benchmark every hand-built algorithm of ``args.collectives`` (the
-    benchmark's own run, input rewritten) and set each record's time
-    beside the prediction (the model plus the write); the rows, the same
-    on every rank."""
-    write = writing(cal, args.validate)
-    names = sorted({a for c in args.collectives for a in hand_built(c)})
-    bench_args = bench.parse_args(
-        ["-c", ",".join(args.collectives), "-a", ",".join(names),
-         "-b", str(args.minbytes), "-e", str(args.maxbytes),
-         "-f", str(args.stepfactor), "-d", args.dtype, "-n", str(args.iters),
-         "-w", str(args.warmup), "--time-budget", str(args.time_budget),
-         "--rewrite", "--quiet"], world.Get_rank(), world.Get_size())
-    records = bench.run(bench_args, mpicoll.Comm(world))
-    rows = []
-    for r in records:
-        net = cal.network(r["op"] or "sum", r["dtype"])
-        itemsize = np.dtype(r["dtype"]).itemsize
-        predicted = predict(r["collective"], r["algorithm"], r["nranks"],
-                            r["count"], itemsize, net, root=r["root"] or 0) \
-            + write(rewritten(r) * itemsize)
-        measured = r["time_us"][args.statistic]
-        error = predicted * 1e6 / measured - 1
-        rows.append({"collective": r["collective"],
-                     "algorithm": r["algorithm"], "nranks": r["nranks"],
-                     "nbytes": r["nbytes"], "count": r["count"],
-                     "dtype": r["dtype"], "measured_us": measured,
-                     "measured_avg_us": r["time_us"]["avg"],
-                     "predicted_us": predicted * 1e6, "error": error,
-                     "within": abs(error) <= TOLERANCE,
-                     "wrong": r["wrong"]})
-    return rows
-
-
-def validation_table(rows: list[dict], title: str) -> str:
-    """The rows as a text table with a closing count of hits."""
-    lines = [f"# {title}",
-             f"{'collective':>20} {'algorithm':>26} {'size':>10}"
-             f" {'measured(us)':>12} {'predicted(us)':>13} {'ratio':>6}"
-             f"  ±30%"]
-    for r in rows:
-        lines.append(f"{r['collective']:>20} {r['algorithm']:>26}"
-                     f" {r['nbytes']:>10} {r['measured_us']:>12.1f}"
-                     f" {r['predicted_us']:>13.1f} {1 + r['error']:>6.2f}"
-                     f"  {'yes' if r['within'] else 'NO'}")
-    hits = sum(r["within"] for r in rows)
-    lines.append(f"# {hits} of {len(rows)} within ±30% "
-                 f"(ratio = predicted / measured)")
-    return "\n".join(lines)
-
-
-def _size(nbytes: int) -> str:
-    """``64K``, ``16M``, or bytes."""
-    for unit, scale in (("M", 1 << 20), ("K", 1 << 10)):
-        if nbytes >= scale and nbytes % scale == 0:
-            return f"{nbytes // scale}{unit}"
-    return str(nbytes)
-
-
-def ratio_matrix(rows: list[dict]) -> str:
-    """The ratios (predicted / measured) as one line per
-    collective and algorithm, one column per size, ``*`` outside ±30%."""
-    sizes = sorted({r["nbytes"] for r in rows})
-    cells = {(r["collective"], r["algorithm"], r["nbytes"]):
-             f"{1 + r['error']:.2f}{' ' if r['within'] else '*'}"
-             for r in rows}
-    lines = ["# ratio predicted / measured by size; * outside ±30%",
-             f"{'collective':>20} {'algorithm':>26} "
-             + " ".join(f"{_size(n):>6}" for n in sizes)]
-    for c, a in dict.fromkeys((r["collective"], r["algorithm"])
-                              for r in rows):
-        lines.append(f"{c:>20} {a:>26} " + " ".join(
-            f"{cells.get((c, a, n), '-'):>6}" for n in sizes))
-    return "\n".join(lines)
-
-
-def oversubscribed(per_node: int) -> str:
-    """``"oversubscribed: N ranks on C cores"`` when one node runs
-    ``per_node`` ranks, more than it has cores, else ``""``."""
-    cores = os.cpu_count() or 1
-    return f"oversubscribed: {per_node} ranks on {cores} cores" \
-        if per_node > cores else ""
-
-
 def main(argv=None, comm=None) -> int:
-    """Calibrate or validate; 0 on success, 1 if a validated row was
+    """Calibrate, validate or both; 0 on success, 1 if a validated row was
     wrong, 2 for bad arguments (the same on every rank)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     world = MPI.Intracomm(MPI.COMM_WORLD if comm is None else comm)
@@ -430,33 +351,42 @@ def main(argv=None, comm=None) -> int:
     except SystemExit as e:
         return 0 if e.code in (0, None) else int(e.code)
     if args.validate is None:
-        cal = calibrate(world, args, argv)
+        beside, records = ({}, None) if not args.check else \
+            validation.case_calls(mpicoll.Comm(world), args)
+        cal, got = calibrate(world, args, argv, beside)
         if rank == 0:
             cal.save(args.out)
             if not args.quiet:
                 print(describe(cal))
             print(f"# wrote {args.out}", flush=True)
         world.Barrier()
-        return 0
-    cal = calibration.load_calibration(args.validate)
+        if not args.check:
+            return 0
+        source, records = args.out, records(got.beside, got.iters)
+    else:
+        source = args.validate
+        cal = calibration.load_calibration(source)
+        records = validation.run_benchmark(world, args)
+    rows = validation.compare(records, cal, source, args.statistic)
     head = bench.header(mpicoll.Comm(world), argv)
-    crowded = oversubscribed(head["ranks_per_node"])
-    rows = validate(world, args, cal)
+    crowded = validation.oversubscribed(head["ranks_per_node"])
     if rank == 0:
+        timing = ("timed in the calibration's rounds" if args.check
+                  else "timed after it")
         title = (f"{world.Get_size()} ranks"
                  + (f" ({crowded})" if crowded else "")
                  + f", {args.dtype}, input rewritten per call (the write "
                  f"predicted too), measured: {args.statistic} of all "
-                 f"calls; predicted with {args.validate}, "
+                 f"calls; predicted with {source} ({timing}), "
                  f"{cal.description}")
         if not args.quiet:
-            print(validation_table(rows, title))
-            print(ratio_matrix(rows), flush=True)
+            print(validation.validation_table(rows, title))
+            print(validation.ratio_matrix(rows), flush=True)
         if args.json:
-            head.update(calibration=args.validate,
-                        description=cal.description,
-                        statistic=args.statistic,
-                        oversubscribed=crowded, tolerance=TOLERANCE)
+            head.update(calibration=source, description=cal.description,
+                        statistic=args.statistic, interleaved=args.check,
+                        oversubscribed=crowded,
+                        tolerance=validation.TOLERANCE)
             with open(args.json, "w") as f:
                 json.dump({"header": head, "rows": rows}, f, indent=1)
     world.Barrier()

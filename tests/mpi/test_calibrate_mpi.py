@@ -76,3 +76,32 @@ def test_validation_of_a_subset(calibrated):
     assert head["description"].startswith("calibrated on ")
     assert "oversubscribed" in head and head["tolerance"] == 0.3
     assert head["statistic"] == "p5"
+
+
+def test_check_calibrates_and_validates_in_one_run(tmp_path_factory):
+    """``--check``: the calibration file (its points from 8 B to 4x -e)
+    and the validation rows of one interleaved run."""
+    world = MPI.COMM_WORLD
+    if world.Get_size() % 2:
+        pytest.skip("ranks pair up: needs an even rank count")
+    folder = world.bcast(str(tmp_path_factory.mktemp("check")), 0)
+    path, out = f"{folder}/cal.json", f"{folder}/valid.json"
+    assert main(["--check", "--out", path, "--json", out, "-c", "bcast",
+                 "-b", "256", "-e", "1K", "--ops", "sum",
+                 "--dtypes", "float32", "--ranges", "2", *FEW]) == 0
+    world.Barrier()
+    cal = load_calibration(path)
+    sizes = [8 << i for i in range(10)]  # 8 B .. 4 KiB
+    for series in ("exchange", "exchange_clean", "copy", "write"):
+        assert [n for n, _ in cal.points[series]] == sizes
+    with open(out) as f:
+        data = json.load(f)
+    assert data["header"]["interleaved"] is True
+    assert data["header"]["calibration"] == path
+    rows = data["rows"]
+    want = {a for a in mpicoll.algorithms("bcast") if a != "native"}
+    assert {(r["algorithm"], r["nbytes"]) for r in rows} == \
+        {(a, n) for a in want for n in (256, 1024)}
+    for r in rows:
+        assert r["wrong"] == 0
+        assert r["measured_us"] > 0 and r["predicted_us"] > 0

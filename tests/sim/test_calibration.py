@@ -306,4 +306,13 @@ def test_calibrate_refuses_an_odd_rank_count(capsys):
         parse_args([], rank=0, size=3)
     assert "3 is odd" in capsys.readouterr().err
     args = parse_args(["--validate", "f.json"], rank=0, size=2)
+    assert (args.minbytes, args.maxbytes, args.stepfactor) == \
+        (64 << 10, 16 << 20, 4.0)
+    args = parse_args([], rank=0, size=2)
+    assert args.point_sizes == [8 << i for i in range(24)]  # 8 B .. 64 MiB
+    args = parse_args(["--check", "-e", "1M"], rank=0, size=2)
     assert (args.minbytes, args.stepfactor) == (64 << 10, 4.0)
+    assert args.point_sizes == [8 << i for i in range(20)]  # 8 B .. 4 MiB
+    with pytest.raises(SystemExit):
+        parse_args(["--check", "--validate", "f.json"], rank=0, size=2)
+    assert "not allowed with" in capsys.readouterr().err
