@@ -296,15 +296,13 @@ def network_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int, *,
     return sigs, runs, gaps, symmetry
 
 
-def symmetric_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
-                   keep: int | None = None, sample: int | None = None,
-                   samples: int = 8, seed: int = 0):
-    """``(sigs, runs, gaps, symmetry)`` for all ``size`` ranks from rank
-    0's schedule and ``samples`` other sampled ranks' (``rank_sig(r)``
-    builds one). Rank 0's rounds are cut (:func:`cut_rounds` with ``keep``
-    or ``sample``; by symmetry its runs are every rank's) before the other
-    ranks are generated. Raises ValueError when no symmetry fits the
-    sample."""
+def find_symmetry(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
+                  samples: int = 8, seed: int = 0) -> tuple[str, tuple]:
+    """``(name, rounds)``: the relabelling (``"shift"``: peer ``q`` of
+    rank 0 is ``r + q`` of rank ``r``; ``"xor"``: ``r ^ q``) under which
+    ``samples`` sampled ranks' schedules (and ranks 1, size - 1 and
+    size // 2) are rank 0's, and rank 0's rounds. Raises ValueError when
+    neither fits."""
     base = rank_sig(0)
     picks = {1, size - 1, size // 2}
     rng = random.Random(seed)
@@ -316,12 +314,29 @@ def symmetric_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
             continue
         if all(_relabel(s, to_zero, r, size) == base
                for r, s in sampled.items()):
-            break
-    else:
-        raise ValueError(
-            f"the schedules of {size} ranks are not symmetric under a shift "
-            "or xor of ranks (try a count divisible by the rank count, or "
-            "the exact simulation)")
+            return name, base
+    raise ValueError(
+        f"the schedules of {size} ranks are not symmetric under a shift "
+        "or xor of ranks (try a count divisible by the rank count, or "
+        "the exact simulation)")
+
+
+def peers(name: str, relative: int, ranks, size: int):
+    """The peers of ``ranks`` (a NumPy array of ranks among ``size``) that
+    stand for rank 0's peer ``relative`` under the relabelling ``name``."""
+    return _RELABEL[name][1](relative, ranks, size)
+
+
+def symmetric_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
+                   keep: int | None = None, sample: int | None = None,
+                   samples: int = 8, seed: int = 0):
+    """``(sigs, runs, gaps, symmetry)`` for all ``size`` ranks from rank
+    0's schedule and ``samples`` other sampled ranks' (``rank_sig(r)``
+    builds one; :func:`find_symmetry`). Rank 0's rounds are cut
+    (:func:`cut_rounds` with ``keep`` or ``sample``; by symmetry its runs
+    are every rank's) before the other ranks are generated. Raises
+    ValueError when no symmetry fits the sample."""
+    name, base = find_symmetry(rank_sig, size, samples, seed)
     (base,), runs, gaps = cut_rounds([base], keep, sample)
     back = _RELABEL[name][1]
     return ([_relabel(base, back, r, size) for r in range(size)], runs, gaps,

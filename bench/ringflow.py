@@ -1,0 +1,84 @@
+"""Symmetric schedules on ``ring:P`` in closed form, beside SimGrid.
+
+    python bench/ringflow.py --ranks 65536 -c allreduce \\
+        -a recursive_doubling,rabenseifner
+    python bench/ringflow.py --ranks 1024 -c allreduce -a rabenseifner \\
+        --compare --simgrid "$(scripts/simgrid41.sh --print-dir)"
+
+Prices each algorithm with :mod:`mpicoll.netsim.ringflow` (every round's
+flows on a ring of ``--ranks`` nodes, SimGrid's routes, link model and
+max-min shares, in closed form) and, with ``--compare``, runs the exact
+SimGrid simulation of the same schedules beside it
+(:func:`mpicoll.netsim.simulate`, no approximation), to show where they
+agree. One line per algorithm and size: the predicted µs, the rounds, the
+seconds the closed form took, and with ``--compare`` SimGrid's µs, the
+ratio and SimGrid's wall time and peak memory. γ as the simulate
+command's default (1e-10 s per byte), the platform's default links.
+Exit status 1 when an algorithm is not in closed form (printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from mpicoll.bench.cli import parse_size
+from mpicoll.bench.specs import SPECS
+from mpicoll.netsim import parse, ringflow, simulate
+
+GAMMA = 1e-10  # s per byte reduced: python -m mpicoll.simulate's default
+ITEMSIZE = 4  # float32
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("-c", "--collective", default="allreduce",
+                   choices=sorted(SPECS))
+    p.add_argument("-a", "--algorithm", default="recursive_doubling",
+                   help="comma list of hand-built algorithms")
+    p.add_argument("--ranks", type=int, default=65536)
+    p.add_argument("--size", default="1M",
+                   help="comma list of sizes (the benchmark's bytes)")
+    p.add_argument("--compare", action="store_true",
+                   help="also run the exact SimGrid simulation")
+    p.add_argument("--simgrid", metavar="DIR",
+                   help="folder of the SimGrid module (default: the venv's)")
+    p.add_argument("--timeout", type=float, default=600.0,
+                   help="seconds for each SimGrid run; default 600")
+    args = p.parse_args(argv)
+    plat = parse(f"ring:{args.ranks}")
+    spec = SPECS[args.collective]
+    failed = 0
+    print("collective algorithm ranks bytes predicted_us rounds "
+          "closed_form_s" + (" simgrid_us ratio simgrid_wall_s "
+                             "simgrid_peak_mb" if args.compare else ""),
+          flush=True)
+    for algorithm in args.algorithm.split(","):
+        for size in map(parse_size, args.size.split(",")):
+            count = spec.count_for(size, args.ranks, ITEMSIZE)
+            t0 = time.perf_counter()
+            try:
+                priced = ringflow.predict(args.collective, algorithm,
+                                          args.ranks, count, ITEMSIZE, plat,
+                                          GAMMA)
+            except ValueError as e:
+                print(f"# {algorithm}: {e}", file=sys.stderr)
+                failed = 1
+                continue
+            line = (f"{args.collective} {algorithm} {args.ranks} "
+                    f"{spec.nbytes(count, args.ranks, ITEMSIZE)} "
+                    f"{priced.time * 1e6:.2f} {priced.rounds} "
+                    f"{time.perf_counter() - t0:.1f}")
+            if args.compare:
+                res = simulate(args.collective, algorithm, args.ranks, count,
+                               plat, itemsize=ITEMSIZE, gamma=GAMMA,
+                               timeout=args.timeout, simgrid=args.simgrid)
+                line += (f" {res.time * 1e6:.2f} {priced.time / res.time:.6f}"
+                         f" {res.wall:.1f} {res.maxrss_mb:.0f}")
+            print(line, flush=True)
+    return failed
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""Tier 1: symmetric schedules on ``ring:P`` in closed form
+(:mod:`mpicoll.netsim.ringflow`): SimGrid's routes, the checks that keep
+the closed form to rounds where it is exact, and equality with SimGrid's
+own simulation where both run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mpicoll.bench.specs import SPECS
+from mpicoll.netsim import parse, simulate
+from mpicoll.netsim.ringflow import NotClosedForm, predict, round_time, \
+    routes
+
+B, L = 12.5e9, 0.5e-6  # the platforms' default link
+
+
+@pytest.mark.parametrize("src, dst, clockwise, hops", [
+    (0, 3, True, 3), (1, 6, False, 3), (6, 1, True, 3),  # the short way
+    (0, 4, True, 4), (5, 1, True, 4), (7, 3, True, 4),   # P/2: clockwise,
+    (4, 0, False, 4),                                    # but from P/2
+])
+def test_routes_as_simgrids_torus(src, dst, clockwise, hops):
+    way, n = routes(np.array([src]), np.array([dst]), 8)
+    assert (bool(way[0]), int(n[0])) == (clockwise, hops)
+
+
+def test_a_shift_round_shares_each_link_among_its_flows():
+    """Every rank sends 2 links ahead: each link carries 2 flows."""
+    ranks = np.arange(16)
+    assert round_time(ranks, (ranks + 2) % 16, 1000, 16, B, L) == \
+        pytest.approx(2 * L + 1000 * 2 / B)
+    assert round_time(ranks, (ranks + 1) % 16, 1000, 16, B, L) == \
+        pytest.approx(L + 1000 / B)
+
+
+def test_an_xor_round_peaks_mid_block():
+    """r <-> r xor 4 on 16 nodes: 4 links each way, 4 flows on a block's
+    middle link in each direction."""
+    ranks = np.arange(16)
+    assert round_time(ranks, ranks ^ 4, 1000, 16, B, L) == \
+        pytest.approx(4 * L + 1000 * 4 / B)
+
+
+def test_rounds_outside_the_closed_form_are_refused():
+    with pytest.raises(NotClosedForm, match="cross 1 to 3 links"):
+        round_time(np.array([0, 1]), np.array([1, 4]), 10, 16, B, L)
+    with pytest.raises(NotClosedForm, match="own node"):
+        round_time(np.array([0, 1]), np.array([0, 1]), 10, 16, B, L)
+    # link 1 carries 0->2 and 1->3 twice (3 flows), link 2 four flows: the
+    # flow 0->2 would get more than a third of link 1 (max-min: a half)
+    with pytest.raises(NotClosedForm, match="saturates"):
+        round_time(np.array([0, 1, 1, 2, 2]), np.array([2, 3, 3, 4, 4]),
+                   10, 16, B, L)
+
+
+def test_only_symmetric_schedules_on_a_ring():
+    with pytest.raises(ValueError, match="ring:P"):
+        predict("allreduce", "ring", 16, 256, 4, parse("torus:4x4"), 1e-10)
+    with pytest.raises(ValueError, match="not symmetric"):
+        predict("bcast", "binomial", 16, 256, 4, parse("ring:16"), 1e-10)
+
+
+CASES = [("allreduce", "ring"), ("allreduce", "recursive_doubling"),
+         ("allreduce", "rabenseifner"), ("allgather", "bruck"),
+         ("allgather", "recursive_doubling"),
+         ("reduce_scatter_block", "recursive_halving"),
+         ("alltoall", "pairwise")]
+
+
+@pytest.mark.parametrize("collective, algorithm", CASES)
+@pytest.mark.parametrize("size", [16, 64])
+def test_closed_form_equals_simgrid(simgrid, collective, algorithm, size):
+    """The exact SimGrid simulation of the same schedules agrees (to
+    rounding) where both run; docs/simulation.md shows it at 1,024."""
+    count = SPECS[collective].count_for(1 << 20, size, 4)
+    plat = parse(f"ring:{size}")
+    priced = predict(collective, algorithm, size, count, 4, plat, 1e-10)
+    exact = simulate(collective, algorithm, size, count, plat, itemsize=4,
+                     gamma=1e-10)
+    assert priced.time == pytest.approx(exact.time, rel=1e-9)
+    assert priced.rounds >= priced.distinct >= 1
