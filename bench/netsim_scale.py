@@ -15,9 +15,11 @@ once per size (:mod:`mpicoll.netsim.program`, the same calls as
 run: the predicted time, the flows simulated and the rounds charged
 without being simulated, the seconds it took to build the program (once
 per algorithm and size, repeated on each of its lines), the SimGrid
-child's wall time and peak memory, and the SimGrid version (exit status
-1 when an algorithm was skipped, ``--sample-rounds`` or ``--symmetric``
-not fitting its schedules, or a run went over ``--timeout``). Rank ``r``
+child's wall time and peak memory, the controller's time quantum
+(``--quantum``, seconds; 0: exact, event-driven) and the SimGrid version
+(exit status 1 when an algorithm was skipped, ``--sample-rounds`` or
+``--symmetric`` not fitting its schedules, or a run went over
+``--timeout``). Rank ``r``
 sits on node ``r`` (one rank per node); γ as the simulate command's
 default (1e-10 s per byte), α and β the platforms' defaults.
 """
@@ -25,6 +27,7 @@ default (1e-10 s per byte), α and β the platforms' defaults.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 
@@ -74,12 +77,18 @@ def main(argv=None) -> int:
                    help="build rank 0's schedule and a sample only")
     p.add_argument("--simgrid", metavar="DIR",
                    help="folder of the SimGrid module (default: the venv's)")
+    p.add_argument("--quantum", type=float, default=0.0, metavar="SECONDS",
+                   help="the controller looks for ended messages every "
+                        "SECONDS simulated (default 0: at each instant one "
+                        "ends, exact)")
     p.add_argument("--timeout", type=float, default=600.0)
     args = p.parse_args(argv)
     if args.sample_rounds is not None and args.keep is not None:
         p.error("--keep and --sample-rounds: use one")
     if args.sample_rounds is not None and args.sample_rounds < 2:
         p.error("--sample-rounds must be >= 2 (the first and last pairs)")
+    if not math.isfinite(args.quantum) or args.quantum < 0:
+        p.error("--quantum must be a finite number >= 0")
     platforms = [parse(spec) for spec in args.network]
     for plat in platforms:
         plat.node_map(args.ranks)  # PlatformError if the ranks do not fit
@@ -87,7 +96,7 @@ def main(argv=None) -> int:
     failed = 0
     print("collective algorithm network ranks bytes predicted_us flows "
           "rounds_cut symmetry build_s simgrid_wall_s simgrid_peak_mb "
-          "simgrid", flush=True)
+          "quantum_s simgrid", flush=True)
     for algorithm in args.algorithm.split(","):
         for size in map(parse_size, args.size.split(",")):
             count = spec.count_for(size, args.ranks, ITEMSIZE)
@@ -104,7 +113,8 @@ def main(argv=None) -> int:
             for plat in platforms:
                 try:
                     res = run_program(prog, plat, gamma=GAMMA,
-                                      itemsize=ITEMSIZE, timeout=args.timeout,
+                                      itemsize=ITEMSIZE, quantum=args.quantum,
+                                      timeout=args.timeout,
                                       simgrid=args.simgrid)
                 except TimeoutError as e:
                     print(f"# {algorithm} on {plat.spec}: {e}",
@@ -115,7 +125,8 @@ def main(argv=None) -> int:
                       f"{args.ranks} {spec.nbytes(count, args.ranks, ITEMSIZE)} "
                       f"{res.time * 1e6:.2f} {res.flows} {res.rounds_cut} "
                       f"{symmetry or 'exact'} {built:.1f} {res.wall:.1f} "
-                      f"{res.maxrss_mb:.0f} {res.version}", flush=True)
+                      f"{res.maxrss_mb:.0f} {res.quantum:g} {res.version}",
+                      flush=True)
     return failed
 
 

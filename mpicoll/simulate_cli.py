@@ -11,10 +11,15 @@ call's time, either with the analytic α-β-γ model of :mod:`mpicoll.model`
 (``--model analytic``, the default: contention-free, the topology does not
 matter) or with SimGrid on the ``--network`` platform
 (``--model simgrid``: :func:`mpicoll.netsim.simulate`, optional extra,
-``scripts/simgrid.sh``). The table, ``--json`` records and ``--emit-rules``
-files are the benchmark's (:mod:`mpicoll.bench.cli`), each record marked
-``"predicted": true`` with the ``model`` and ``network``; a rules file
-carries ``"source": "simulation, ..."``, which explain mode reports.
+``scripts/simgrid.sh``), or, on ``ring:P`` with one rank per node, with
+SimGrid's link model in closed form (``--model closed-form``:
+:mod:`mpicoll.netsim.ringflow`, no SimGrid; schedules symmetric under a
+shift or xor of ranks, whose far partners SimGrid cannot hold at 65,536
+ranks; equal to SimGrid's run where both go). The table, ``--json``
+records and ``--emit-rules`` files are the benchmark's
+(:mod:`mpicoll.bench.cli`), each record marked ``"predicted": true`` with
+the ``model`` and ``network``; a rules file carries ``"source":
+"simulation, ..."``, which explain mode reports.
 
 Costs: ``--alpha`` (s per message, default 1e-6: two 0.5 µs links of the
 default platform), ``--beta`` (s per byte, default 8e-11: 12.5 GB/s) and
@@ -31,6 +36,11 @@ mpicoll.calibrate`` instead, per message-size range, for every message
 sender's time before it enters the network, one send after another (LogP's
 o, SMPI's ``smpi/ois``): without it a rank's messages of a round all start
 at once, so a linear algorithm pays the latency once for its p-1 messages.
+``--quantum Q`` (SimGrid only) has the simulator's controller look for
+ended messages every Q simulated seconds instead of at every instant one
+ends (:func:`mpicoll.netsim.simulate`): faster where many flows end at
+many instants, and an approximation, within (rounds) × Q without
+contention; the table titles, JSON header and rules source say it.
 """
 
 from __future__ import annotations
@@ -83,7 +93,11 @@ def _parser() -> argparse.ArgumentParser:
       help="default 1G")
     a("-f", "--stepfactor", type=float, default=2.0, help="default 2")
     a("-d", "--dtype", choices=DTYPES, default="float32")
-    a("--model", choices=("analytic", "simgrid"), default="analytic")
+    a("--model", choices=("analytic", "simgrid", "closed-form"),
+      default="analytic",
+      help="analytic (default), simgrid (--network on SimGrid), or "
+           "closed-form (SimGrid's model without it: --network ring:P, "
+           "symmetric schedules)")
     a("--alpha", type=float,
       help=f"seconds per message; default {ALPHA:g}")
     a("--beta", type=float,
@@ -113,6 +127,12 @@ def _parser() -> argparse.ArgumentParser:
            "leaves (i+1)*SECONDS after the round starts, so an algorithm "
            "posting p-1 messages at once pays p-1 overheads; receives cost "
            "nothing; default 0 (all of a round's messages start together)")
+    a("--quantum", type=float, default=0.0, metavar="SECONDS",
+      help="simgrid: the controller looks for ended messages every SECONDS "
+           "of simulated time (and at reductions' ends) instead of at each "
+           "instant one ends, so a rank's next round starts up to SECONDS "
+           "late: faster when many flows end at many instants, an "
+           "approximation; default 0 (exact, event-driven)")
     a("--timeout", type=float, default=300.0, metavar="SECONDS",
       help="simgrid: limit per run; default 300")
     a("--simgrid", metavar="DIR",
@@ -179,6 +199,11 @@ def parse_args(argv) -> argparse.Namespace:
         (args.send_overhead and args.model != "simgrid",
          "--send-overhead is for --model simgrid (the analytic model "
          "charges --alpha per message)"),
+        (not math.isfinite(args.quantum) or args.quantum < 0,
+         "--quantum must be a finite number >= 0"),
+        (args.quantum and args.model != "simgrid",
+         "--quantum is for --model simgrid (the analytic model has no "
+         "events to quantize)"),
         (args.plot is not None and not plotting.available(),
          "--plot needs matplotlib (pip install 'mpicoll[plot]')")]
     for bad, message in problems:
@@ -188,6 +213,10 @@ def parse_args(argv) -> argparse.Namespace:
         args.platform = platform(args)
     except PlatformError as e:
         p.error(str(e))
+    if args.model == "closed-form" and (args.platform.kind != "ring"
+                                        or args.ranks_per_node != 1):
+        p.error("--model closed-form is for --network ring:P with one rank "
+                "per node")
     if args.model == "simgrid":
         try:  # the folder, now: a usage error, not the child's traceback
             args.simgrid = simgrid_folder(args.simgrid)
@@ -293,12 +322,18 @@ def predicted_seconds(args, collective: str, algorithm: str, size: int,
     if args.model == "analytic":
         return predict(collective, algorithm, size, count, itemsize,
                        network(args), nodes=nodes, dims=dims)
+    if args.model == "closed-form":
+        from mpicoll.netsim import ringflow
+
+        return ringflow.predict(collective, algorithm, size, count, itemsize,
+                                args.platform, args.gamma, dims=dims).time
     from mpicoll.netsim import simulate
 
     return simulate(collective, algorithm, size, count, args.platform,
                     itemsize=itemsize, gamma=args.gamma, keep=args.keep,
                     sample=args.sample_rounds,
                     dims=dims, send_overhead=args.send_overhead,
+                    quantum=args.quantum,
                     symmetric=args.symmetric, timeout=args.timeout,
                     simgrid=args.simgrid).time
 
@@ -324,6 +359,13 @@ def record(args, collective: str, algorithm: str, size: int, count,
             "ranks_per_node": args.ranks_per_node}
 
 
+def model_name(args) -> str:
+    """The model as titles and rules sources name it: ``simgrid model``,
+    with ``, quantum Q s`` when ``--quantum`` made it approximate."""
+    name = f"{args.model} model"
+    return f"{name}, quantum {args.quantum:g} s" if args.quantum else name
+
+
 def run(args) -> list[dict]:
     """Predict every case, printing the tables; the records."""
     records = []
@@ -333,7 +375,7 @@ def run(args) -> list[dict]:
         for size in args.rank_counts:
             mine = []
             if not args.quiet:
-                print(f"\n# {collective}, {size} ranks, {args.model} model, "
+                print(f"\n# {collective}, {size} ranks, {model_name(args)}, "
                       f"{args.platform.spec}, {args.ranks_per_node} per node;"
                       f" predicted time per call, GB/s; * = fastest",
                       flush=True)
@@ -373,7 +415,7 @@ def header(args, argv) -> dict:
             "calibration_intra": (args.calibrated_intra
                                   and args.calibrated_intra.description),
             "keep": args.keep, "sample_rounds": args.sample_rounds,
-            "send_overhead": args.send_overhead,
+            "send_overhead": args.send_overhead, "quantum": args.quantum,
             "symmetric": args.symmetric,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "command": " ".join([sys.executable, "-m", "mpicoll.simulate",
@@ -435,7 +477,7 @@ def write_outputs(args, head: dict, records: list[dict]) -> None:
         several = len(args.rank_counts) > 1
         for size in args.rank_counts:
             rules = rules_from_records(records, size)
-            rules["source"] = (f"simulation, {args.model} model, "
+            rules["source"] = (f"simulation, {model_name(args)}, "
                                f"{args.platform.spec}, "
                                f"{args.ranks_per_node} per node")
             with open(rules_path(args.emit_rules, size, several), "w") as f:

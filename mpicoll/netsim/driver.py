@@ -16,7 +16,17 @@ reduction output, then posts its next round; copies are free. With
 the network (LogP's o; SMPI's ``smpi/ois``): a rank's i-th send of a
 round (i = 0, 1, ...) is posted ``(i + 1)·o`` after the round, so the p-1
 messages a linear algorithm posts at once leave one after another; receives
-cost nothing. The default 0 posts every message with its round. With the
+cost nothing. The default 0 posts every message with its round.
+``quantum=q > 0`` makes the controller look for ended messages only every
+q simulated seconds (and at reduction and injection instants) instead of
+at each instant a message ends: a stated approximation for rounds of many
+flows that end at many instants, where waiting for each instant costs
+time linear in the flows in flight. A rank's next round then starts at
+most q after its messages end, so without contention the time is never
+earlier and at most (rounds on the critical path)·q later (rounds left
+out by ``keep`` or ``sample`` count: each is charged a simulated round's
+duration); with contention the changed sharing can move it either way
+(measured in docs/simulation.md). The default 0 is the exact event-driven run. With the
 default ``model_factors=False`` SimGrid's latency and bandwidth correction
 factors and cross-traffic are off, so a message of n bytes over a path of
 latency L and bottleneck bandwidth B takes L + n/B alone and shares B
@@ -77,6 +87,7 @@ class Result(NamedTuple):
     wall: float  # seconds the SimGrid run took
     maxrss_mb: float  # the child process's peak memory
     version: str  # the SimGrid that ran it ("3.32.0", "4.1.0")
+    quantum: float  # the controller's time quantum, s (0: event-driven)
 
 
 def calibrate_gamma(itemsize: int = 4, n_bytes: int = 1 << 23) -> float:
@@ -98,8 +109,8 @@ def simulate(collective: str, algorithm: str, size: int, count,
              gamma: float | None = None, keep: int | None = None,
              sample: int | None = None, symmetric: bool = False,
              model_factors: bool = False, send_overhead: float = 0.0,
-             timeout: float | None = None, simgrid: str | None = None,
-             **params) -> Result:
+             quantum: float = 0.0, timeout: float | None = None,
+             simgrid: str | None = None, **params) -> Result:
     """Simulate ``algorithm`` of ``collective`` on ``size`` ranks.
 
     ``count`` as in :mod:`mpicoll.schedule.layout`, ``itemsize`` bytes per
@@ -116,10 +127,11 @@ def simulate(collective: str, algorithm: str, size: int, count,
     ``symmetric``: build rank 0's schedule and a sample only
     (:func:`mpicoll.netsim.program.symmetric_sigs`). ``send_overhead``:
     seconds each send costs its sender before it enters the network (see
-    the module docstring; 0: none). ``timeout``: seconds
-    for the SimGrid run. ``simgrid``: a folder holding the SimGrid module
-    to use (default ``$MPICOLL_SIMGRID``, else the venv's). ``params`` go
-    to the schedule builder.
+    the module docstring; 0: none). ``quantum``: the controller's time
+    quantum in seconds (see the module docstring; 0: exact). ``timeout``:
+    seconds for the SimGrid run. ``simgrid``: a folder holding the SimGrid
+    module to use (default ``$MPICOLL_SIMGRID``, else the venv's).
+    ``params`` go to the schedule builder.
     """
     if isinstance(platform, str):
         platform = parse(platform)
@@ -136,15 +148,15 @@ def simulate(collective: str, algorithm: str, size: int, count,
         rank_sig, size, keep=keep, sample=sample, symmetric=symmetric)
     result = run_program(build(sigs, runs, gaps), platform, gamma=gamma,
                          itemsize=itemsize, model_factors=model_factors,
-                         send_overhead=send_overhead, timeout=timeout,
-                         simgrid=simgrid)
+                         send_overhead=send_overhead, quantum=quantum,
+                         timeout=timeout, simgrid=simgrid)
     return result._replace(symmetry=symmetry)
 
 
 def run_program(program: Program, platform: Platform, *,
                 gamma: float | None = None, itemsize: int = 4,
                 model_factors: bool = False, send_overhead: float = 0.0,
-                timeout: float | None = None,
+                quantum: float = 0.0, timeout: float | None = None,
                 simgrid: str | None = None) -> Result:
     """Simulate a :class:`~mpicoll.netsim.program.Program` in a child
     process; extrapolates its compressed runs (``(n - kept) × Δ`` each,
@@ -152,10 +164,13 @@ def run_program(program: Program, platform: Platform, *,
     gaps (``m × (d_a + d_b) / 2`` each, ``d_a`` and ``d_b`` the durations
     of the second rounds of the sampled pairs on either side), durations
     taken from the latest rank's round ends. ``send_overhead``: seconds
-    per send at its sender, as in :func:`simulate`."""
-    if send_overhead < 0 or not math.isfinite(send_overhead):
-        raise ValueError(f"send_overhead must be a finite number >= 0, not "
-                         f"{send_overhead!r}")
+    per send at its sender; ``quantum``: the controller's time quantum in
+    seconds; both as in :func:`simulate`."""
+    for name, value in (("send_overhead", send_overhead),
+                        ("quantum", quantum)):
+        if value < 0 or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number >= 0, not "
+                             f"{value!r}")
     if gamma is None:
         gamma = calibrate_gamma(itemsize)
     job = {"src": program.src, "dst": program.dst, "nbytes": program.nbytes,
@@ -166,6 +181,8 @@ def run_program(program: Program, platform: Platform, *,
            "simgrid": simgrid_folder(simgrid)}
     if send_overhead:  # absent: the replay's fast path, as before
         job["send_overhead"] = float(send_overhead)
+    if quantum:  # absent: the event-driven controller
+        job["quantum"] = float(quantum)
     with tempfile.TemporaryDirectory(prefix="mpicoll-netsim-") as tmp:
         src, out = os.path.join(tmp, "job.json"), os.path.join(tmp,
                                                                "out.json")
@@ -196,7 +213,8 @@ def run_program(program: Program, platform: Platform, *,
     cut = sum(run.length - run.kept for run in program.runs) + sum(
         gap.rounds for gap in program.gaps)
     return Result(max(finish, default=0.0), finish, len(program.src), cut,
-                  None, done["wall"], done["maxrss_mb"], done["version"])
+                  None, done["wall"], done["maxrss_mb"], done["version"],
+                  float(quantum))
 
 
 def _raise_stack_limit() -> None:

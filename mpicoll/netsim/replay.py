@@ -8,11 +8,12 @@ lists: the program's flows (``src``, ``dst``, ``nbytes``), per rank and
 round the flows waited for (``ops``) and the reduction delays in seconds
 (``delay``), the host of every rank (``hosts``), the platform file
 (``xml``), SimGrid options (``cfg``), the folder of the SimGrid build to
-import (``simgrid``; null: the venv's) and the seconds a send costs its
-sender (``send_overhead``; absent: 0). ``OUT`` gets a JSON object with
-``finish`` (per rank), ``round_end`` (per round index, the latest rank's),
-``wall``, ``maxrss_mb`` and ``version``, or ``error``: what stopped the
-run. (JSON, not pickle: no file this package reads can run code.)
+import (``simgrid``; null: the venv's), the seconds a send costs its
+sender (``send_overhead``; absent: 0) and the controller's time quantum in
+seconds (``quantum``; absent: 0, event-driven). ``OUT`` gets a JSON object
+with ``finish`` (per rank), ``round_end`` (per round index, the latest
+rank's), ``wall``, ``maxrss_mb`` and ``version``, or ``error``: what
+stopped the run. (JSON, not pickle: no file this package reads can run code.)
 
 The controller posts rounds, starts each flow once its sender and its
 receiver have both posted the rounds holding it, retires finished flows,
@@ -27,6 +28,22 @@ charged only for small, detached messages; not modelled). Pending
 injections wait in a heap beside the reduction timers, and the controller
 waits for the next completion with a timeout until the next of either. With
 ``o = 0`` none is queued and the run is the one without overhead.
+
+A time quantum ``q > 0`` (a stated approximation, for runs with many
+flows in flight that end at many distinct instants) replaces the waits:
+the controller sleeps to the next multiple of ``q``, or to an earlier due
+reduction timer or injection, then retires in one sweep every comm that
+has ended and lets the ranks whose rounds are done post their next round
+at that instant. Its cost is (sweeps × comms in flight), the sweeps being
+about the simulated time / q plus the timers and injections, whatever the
+number of distinct instants at which flows end; event-driven waits cost
+(distinct instants × comms in flight). A round's end is seen at most ``q``
+late, so without contention (each flow's duration independent of the
+others) the result is never earlier than the event-driven one and at most
+(rounds on the critical path)·q later; where flows share links, starting
+some later changes the sharing, and the difference is not bounded that
+way (docs/simulation.md measures it). Timers and injections keep their
+exact instants.
 
 It runs on SimGrid 3.32 (Debian's, ``scripts/simgrid.sh``) and 4.x (4.1:
 ``scripts/simgrid41.sh``), whichever the job's ``simgrid`` folder (put
@@ -61,12 +78,16 @@ class InFlight:
     a list per wait, so each wait there is followed by the sweep.
     Either way the flows come back in the order they started, so the
     simulation does not depend on the SimGrid version's bookkeeping.
+
+    With ``polled=True`` (a time quantum: the controller only sweeps, at
+    instants of its own) nothing is waited on and no set is kept.
     """
 
-    def __init__(self, sg):
+    def __init__(self, sg, polled: bool = False):
         self.sg = sg
         self.flow = {}  # comm -> flow, in start order
-        self.set = sg.ActivitySet() if hasattr(sg, "ActivitySet") else None
+        self.set = (sg.ActivitySet() if hasattr(sg, "ActivitySet")
+                    and not polled else None)
 
     def __bool__(self) -> bool:
         return bool(self.flow)
@@ -88,7 +109,7 @@ class InFlight:
                 ended = sg.Comm.wait_any(comms)
             else:
                 ended = sg.Comm.wait_any_for(comms, timeout)
-            return self._sweep() if ended >= 0 else []
+            return self.sweep() if ended >= 0 else []
         try:
             first = (self.set.wait_any() if timeout is None
                      else self.set.wait_any_for(timeout))
@@ -96,13 +117,14 @@ class InFlight:
             return []
         if self.set.test_any() is None:  # it ended alone
             return [self.flow.pop(first)]
-        done = self._sweep()
+        done = self.sweep()
         self.set = sg.ActivitySet(list(self.flow))
         return done
 
-    def _sweep(self) -> list[int]:
+    def sweep(self) -> list[int]:
         """Retire every comm that has ended (``test()`` retires it; one a
-        wait returned tests True again), in start order."""
+        wait returned tests True again), in start order: time linear in
+        the comms in flight."""
         ended = [c for c in self.flow if c.remaining == 0 and c.test()]
         return [self.flow.pop(c) for c in ended]
 
@@ -125,7 +147,9 @@ def control(sg, job: dict, hosts: list, out: dict) -> None:
     cursor = [0] * p
     finish = [0.0] * p
     round_end = [0.0] * max((len(r) for r in ops), default=0)
-    active = InFlight(sg)
+    quantum = float(job.get("quantum") or 0.0)
+    tick = 0  # the next multiple of the quantum to wake at (q > 0 only)
+    active = InFlight(sg, polled=quantum > 0)
     timers = []  # (when a reduction ends, rank)
     overhead = float(job.get("send_overhead") or 0.0)
     injections = []  # (when the sender has injected it, flow): o > 0 only
@@ -177,23 +201,34 @@ def control(sg, job: dict, hosts: list, out: dict) -> None:
             break
         due = min(timers[0][0] if timers else math.inf,
                   injections[0][0] if injections else math.inf)
-        if not active:
+        if quantum:  # to the next tick, or a timer/injection due before
+            wake = due
+            if active:
+                tick = max(tick, math.floor(now / quantum) + 1)
+                wake = min(due, tick * quantum)
+            sg.this_actor.sleep_until(wake)
+            if wake == tick * quantum:
+                tick += 1
+            done = active.sweep()
+        elif not active:
             sg.this_actor.sleep_until(due)
             done = []
         else:
             done = active.wait(None if due == math.inf
                                else max(0.0, due - now))
         now = clock()
-        if done:
-            for f in done:
-                for rank in (src[f], dst[f]):
-                    pending[rank] -= 1
-                    if not pending[rank]:
-                        comm_done(rank, now)
-        elif timers and timers[0][0] == due:  # a reduction timer is due
-            round_done(heapq.heappop(timers)[1], now)
-        else:  # an injection is due (clock() may be an ulp short of it)
-            post(heapq.heappop(injections)[1])
+        if quantum:  # the wake-up's instant (clock() may be an ulp short)
+            now = max(now, wake)
+        for f in done:
+            for rank in (src[f], dst[f]):
+                pending[rank] -= 1
+                if not pending[rank]:
+                    comm_done(rank, now)
+        if not (quantum or done):  # a wait timed out: what was due
+            if timers and timers[0][0] == due:  # a reduction timer
+                round_done(heapq.heappop(timers)[1], now)
+            else:  # an injection (clock() may be an ulp short of it)
+                post(heapq.heappop(injections)[1])
         while timers and timers[0][0] <= now:
             round_done(heapq.heappop(timers)[1], now)
         while injections and injections[0][0] <= now:

@@ -5,6 +5,8 @@ own simulation where both run."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -81,3 +83,23 @@ def test_closed_form_equals_simgrid(simgrid, collective, algorithm, size):
                      gamma=1e-10)
     assert priced.time == pytest.approx(exact.time, rel=1e-9)
     assert priced.rounds >= priced.distinct >= 1
+
+
+def test_the_simulate_command_takes_the_closed_form(tmp_path, capsys):
+    from mpicoll.simulate_cli import main
+
+    out = tmp_path / "p.json"
+    assert main(["-c", "allreduce", "-a", "rabenseifner,reduce_bcast",
+                 "--model", "closed-form", "--network", "ring:64",
+                 "--ranks", "64", "-b", "1M", "-e", "1M", "--quiet",
+                 "--json", str(out)]) == 0
+    assert "reduce_bcast skipped" in capsys.readouterr().err  # a root
+    data = json.loads(out.read_text())
+    assert data["header"]["model"] == "closed-form"
+    (row,) = data["records"]
+    want = predict("allreduce", "rabenseifner", 64, 1 << 18, 4,
+                   parse("ring:64"), 1e-10).time
+    assert row["time_us"]["avg"] == pytest.approx(want * 1e6)
+    assert main(["--model", "closed-form", "--network", "torus:4x4",
+                 "--ranks", "16"]) == 2
+    assert "ring:P with one rank per node" in capsys.readouterr().err
