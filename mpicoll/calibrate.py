@@ -137,7 +137,8 @@ def parse_args(argv, rank: int = 0, size: int = 2):
     args.minbytes = args.minbytes if args.minbytes is not None else (
         64 << 10 if validating else 8)
     args.stepfactor = args.stepfactor or (4.0 if validating else 2.0)
-    args.maxbytes = args.maxbytes or (16 << 20 if validating else 64 << 20)
+    if args.maxbytes is None:
+        args.maxbytes = 16 << 20 if validating else 64 << 20
     if args.time_budget is None:
         args.time_budget = 150.0 if validating else 60.0
     args.ops = [o.strip() for o in args.ops.split(",") if o.strip()]
@@ -232,11 +233,12 @@ def measure(world, args, beside: dict | None = None) -> Measured:
     """The raw points over the calibration's sizes: the fresh exchange
     (copy then exchange, less the copy), copy, reduce per op and dtype,
     and for the record the exchange of an unchanged buffer and filling a
-    buffer as the benchmark's --rewrite does. All but the reductions are timed
-    interleaved in half the time budget, together with ``beside`` (more
-    calls, ``{name: call}``: ``--check``'s collectives) and the reduction
-    they use (sum on ``args.dtype``) in three quarters of it; the other
-    reductions share the rest."""
+    buffer as the benchmark's --rewrite does. The exchanges, copy and
+    write are timed interleaved in half the time budget; with ``beside``
+    (more calls, ``{name: call}``: ``--check``'s collectives) they are
+    interleaved with those and with the reduction those use (sum on
+    ``args.dtype``), in three quarters of it. The other reductions share
+    the rest."""
     comm = world.Dup()
     sizes = args.point_sizes
     peer = world.Get_rank() ^ 1
@@ -259,9 +261,11 @@ def measure(world, args, beside: dict | None = None) -> Measured:
     times, iters = timed(world, calls, args,
                          args.time_budget * (3 / 4 if beside else 1 / 2))
 
+    def seconds(per_call) -> float:  # collective: summarize gathers
+        return summarize(world, per_call)[args.statistic] * 1e-6
+
     def points(key) -> list:
-        return [(n, summarize(world, times[(key, n)])[args.statistic] * 1e-6)
-                for n in sizes]
+        return [(n, seconds(times[(key, n)])) for n in sizes]
 
     series = {kind: points(kind) for kind in makers}
     reduced = {pair: points(pair) for pair in together}
@@ -271,8 +275,7 @@ def measure(world, args, beside: dict | None = None) -> Measured:
                                  for n in sizes}, args,
                          args.time_budget * (1 / 4 if beside else 1 / 2)
                          / len(rest))
-        reduced[pair] = [(n, summarize(world, alone[n])[args.statistic]
-                          * 1e-6) for n in sizes]
+        reduced[pair] = [(n, seconds(alone[n])) for n in sizes]
     comm.Free()
     fresh = [(n, max(t - c, 0.0)) for (n, t), (_, c)
              in zip(series.pop("both"), series["copy"])]

@@ -55,9 +55,10 @@ def bench_args(args, world):
 def case_calls(comm, args) -> tuple[dict, Callable]:
     """The validation's calls for ``--check``: ``{(case index, algorithm):
     call}`` (each writing its input first, as the benchmark's
-    ``--rewrite``), and ``records(times, iters, statistic)`` that turns
-    their per-call times (this rank's, by key) and ``iters`` into the
-    benchmark's records, with each algorithm's result checked once."""
+    ``--rewrite``), and ``records(times, iters)``, which turns their
+    per-call times (this rank's, by key) and the calls timed per key into
+    the benchmark's records, each algorithm's result checked once (a
+    collective call: every rank makes it)."""
     world = MPI.Intracomm(comm)
     todo = bench.cases(bench_args(args, world), comm.size)
     calls = {}
@@ -68,7 +69,7 @@ def case_calls(comm, args) -> tuple[dict, Callable]:
         calls.update({(i, a): call for a, call in
                       rewriting(case, bufs, made).items()})
 
-    def records(times: dict, iters: int) -> list[dict]:  # collective
+    def records(times: dict, iters: int) -> list[dict]:
         return [record(comm, todo[i], a, summarize(world, times[(i, a)]),
                        iters, count_wrong(comm, todo[i], a))
                 for i, a in calls]

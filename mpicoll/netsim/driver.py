@@ -26,11 +26,12 @@ most q after its messages end, so without contention the time is never
 earlier and at most (rounds on the critical path)·q later (rounds left
 out by ``keep`` or ``sample`` count: each is charged a simulated round's
 duration); with contention the changed sharing can move it either way
-(measured in docs/simulation.md). The default 0 is the exact event-driven run. With the
-default ``model_factors=False`` SimGrid's latency and bandwidth correction
-factors and cross-traffic are off, so a message of n bytes over a path of
-latency L and bottleneck bandwidth B takes L + n/B alone and shares B
-max-min fairly with the others: on ``flat`` the result is the α-β(-γ) cost.
+(measured in docs/simulation.md). The default 0 is the exact
+event-driven run. With the default ``model_factors=False`` SimGrid's
+latency and bandwidth correction factors and cross-traffic are off, so a
+message of n bytes over a path of latency L and bottleneck bandwidth B
+takes L + n/B alone and shares B max-min fairly with the others: on
+``flat`` the result is the α-β(-γ) cost.
 
 Why a controller, not one actor per rank or SMPI: SimGrid's Python actors
 each need an OS thread (~100 µs per message, and no more than ~32k of them

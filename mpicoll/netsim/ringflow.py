@@ -28,7 +28,7 @@ Every rank's rounds are rank 0's relabelled (a shift or an xor of ranks:
 :func:`mpicoll.netsim.program.find_symmetry`), so rank 0's schedule gives
 every round's flows. Cost: ``O(P log P)`` per distinct round (link loads
 by difference arrays, the busiest link of each path by a sparse table;
-rounds with the same partner and bytes are priced once), so ``log
+rounds with the same sends are priced once), so ``log
 P``-round algorithms take seconds at 65,536 ranks. Rounds that fail
 the checks (the pairwise exchange's xor rounds, whose partners lie at
 different distances) need SimGrid. One rank per node only.
@@ -134,7 +134,8 @@ def predict(collective: str, algorithm: str, size: int, count,
             **params) -> Priced:
     """What ``algorithm`` takes on ``platform`` (a ``ring:P`` with one
     rank per node): the sum over rank 0's rounds of :func:`round_time` of
-    every rank's flows plus γ per byte the round reduces. ValueError if
+    every rank's flows of the round, all together, plus γ per byte the
+    round reduces. ValueError if
     the schedules are not symmetric or the platform is not a ring;
     NotClosedForm where a round is not in closed form."""
     if platform.kind != "ring" or platform.ranks_per_node != 1:
@@ -147,15 +148,25 @@ def predict(collective: str, algorithm: str, size: int, count,
         lambda r: sig(alg.schedule(r, size, count, nodes=nodes, **params),
                       itemsize), size)
     ranks = np.arange(size)
-    known: dict = {}  # (peer seen from rank 0, bytes): seconds
+    known: dict = {}  # rank 0's sends of a round: seconds
 
-    def seconds(q: int, n: int) -> float:
-        if (q, n) not in known:
-            known[(q, n)] = round_time(ranks, peers(name, q, ranks, size), n,
-                                       platform.nodes, platform.bandwidth,
-                                       platform.latency)
-        return known[(q, n)]
+    def seconds(sends: tuple) -> float:
+        """Every rank's flows of a round whose sends, seen from rank 0,
+        are ``sends``: all of them at once (they share links)."""
+        if not sends:
+            return 0.0
+        if sends not in known:
+            sizes = {n for _, n in sends}
+            if len(sizes) > 1:
+                raise NotClosedForm(f"a round's messages carry {min(sizes)}"
+                                    f" to {max(sizes)} bytes")
+            dst = np.concatenate([peers(name, q, ranks, size)
+                                  for q, _ in sends])
+            known[sends] = round_time(np.tile(ranks, len(sends)), dst,
+                                      sizes.pop(), platform.nodes,
+                                      platform.bandwidth, platform.latency)
+        return known[sends]
 
-    total = sum(max((seconds(q, n) for q, n in rnd.sends), default=0.0)
-                + gamma * rnd.reduce_bytes for rnd in rounds)
+    total = sum(seconds(rnd.sends) + gamma * rnd.reduce_bytes
+                for rnd in rounds)
     return Priced(total, len(rounds), len(known))

@@ -57,6 +57,15 @@ def test_rounds_outside_the_closed_form_are_refused():
                    10, 16, B, L)
 
 
+def test_a_rounds_messages_are_priced_together():
+    """The linear all-to-all's one round sends to every distance at once:
+    its flows share links, and do not start together, so it is refused,
+    not priced message by message."""
+    with pytest.raises(NotClosedForm, match="cross 1 to 8 links"):
+        predict("alltoall", "linear", 16, 16 * 64, 4, parse("ring:16"),
+                1e-10)
+
+
 def test_only_symmetric_schedules_on_a_ring():
     with pytest.raises(ValueError, match="ring:P"):
         predict("allreduce", "ring", 16, 256, 4, parse("torus:4x4"), 1e-10)
