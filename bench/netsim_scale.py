@@ -19,9 +19,13 @@ child's wall time and peak memory, the controller's time quantum
 (``--quantum``, seconds; 0: exact, event-driven) and the SimGrid version
 (exit status 1 when an algorithm was skipped, ``--sample-rounds`` or
 ``--symmetric`` not fitting its schedules, or a run went over
-``--timeout``). Rank ``r``
-sits on node ``r`` (one rank per node); γ as the simulate command's
-default (1e-10 s per byte), α and β the platforms' defaults.
+``--timeout``). Rank ``r`` sits on node ``r // N`` (``--ranks-per-node
+N``, default 1), as in the simulate command, so that the hierarchical
+algorithms run on nodes of several ranks; a Cartesian algorithm (the
+``torus`` allreduce) is built once per network, on that network's
+dimensions where it has them (ring, torus, hypercube: the simulate
+command's ``torus_dims``). γ as the simulate command's default (1e-10 s
+per byte), α and β the platforms' defaults.
 """
 
 from __future__ import annotations
@@ -36,20 +40,23 @@ from mpicoll.bench.specs import SPECS
 from mpicoll.coll import lookup
 from mpicoll.netsim import parse, run_program
 from mpicoll.netsim.program import build, network_sigs, sig
+from mpicoll.simulate_cli import torus_dims
 
 GAMMA = 1e-10  # s per byte reduced: python -m mpicoll.simulate's default
 ITEMSIZE = 4  # float32
 
 
 def program(collective: str, algorithm: str, size: int, count: int,
-            keep: int | None, sample: int | None, symmetric: bool):
-    """The flows of ``algorithm`` on ``size`` ranks (rank r on node r) and
-    the symmetry used, as :func:`mpicoll.netsim.simulate` builds them."""
+            keep: int | None, sample: int | None, symmetric: bool,
+            nodes: tuple, dims: tuple | None = None):
+    """The flows of ``algorithm`` on ``size`` ranks (rank r on node
+    ``nodes[r]``; ``dims``: a Cartesian algorithm's grid) and the symmetry
+    used, as :func:`mpicoll.netsim.simulate` builds them."""
     alg = lookup(collective, algorithm)
-    nodes = tuple(range(size))
 
     def rank_sig(rank):
-        return sig(alg.schedule(rank, size, count, nodes=nodes), ITEMSIZE)
+        return sig(alg.schedule(rank, size, count, nodes=nodes, dims=dims),
+                   ITEMSIZE)
 
     sigs, runs, gaps, symmetry = network_sigs(
         rank_sig, size, keep=keep, sample=sample, symmetric=symmetric)
@@ -68,6 +75,9 @@ def main(argv=None) -> int:
                    help="comma list of sizes (the benchmark's bytes)")
     p.add_argument("--network", action="append", required=True,
                    help="a platform spec (repeat the option for more)")
+    p.add_argument("--ranks-per-node", type=int, default=1, metavar="N",
+                   help="ranks per node, in blocks (rank r on node r // N); "
+                        "default 1")
     p.add_argument("--keep", type=int, metavar="K",
                    help="simulate K rounds of each run of identical rounds")
     p.add_argument("--sample-rounds", type=int, metavar="N",
@@ -89,44 +99,65 @@ def main(argv=None) -> int:
         p.error("--sample-rounds must be >= 2 (the first and last pairs)")
     if not math.isfinite(args.quantum) or args.quantum < 0:
         p.error("--quantum must be a finite number >= 0")
-    platforms = [parse(spec) for spec in args.network]
+    if args.ranks_per_node < 1:
+        p.error("--ranks-per-node must be >= 1")
+    platforms = [parse(spec, ranks_per_node=args.ranks_per_node)
+                 for spec in args.network]
     for plat in platforms:
         plat.node_map(args.ranks)  # PlatformError if the ranks do not fit
+    nodes = platforms[0].node_map(args.ranks)  # in blocks: every network's
     spec = SPECS[args.collective]
     failed = 0
     print("collective algorithm network ranks bytes predicted_us flows "
           "rounds_cut symmetry build_s simgrid_wall_s simgrid_peak_mb "
           "quantum_s simgrid", flush=True)
     for algorithm in args.algorithm.split(","):
+        alg = lookup(args.collective, algorithm)
+        if alg is None or alg.native:
+            print(f"# {algorithm} skipped: no hand-built {args.collective} "
+                  "algorithm of that name", file=sys.stderr)
+            failed = 1
+            continue
+        grids: dict = {}  # a Cartesian algorithm runs on each network's grid
+        for plat in platforms:
+            dims = torus_dims(plat) if alg.cartesian else None
+            grids.setdefault(dims, []).append(plat)
         for size in map(parse_size, args.size.split(",")):
             count = spec.count_for(size, args.ranks, ITEMSIZE)
-            t0 = time.perf_counter()
-            try:
-                prog, symmetry = program(args.collective, algorithm,
-                                         args.ranks, count, args.keep,
-                                         args.sample_rounds, args.symmetric)
-            except ValueError as e:
-                print(f"# {algorithm} skipped: {e}", file=sys.stderr)
-                failed = 1
-                continue
-            built = time.perf_counter() - t0
-            for plat in platforms:
-                try:
-                    res = run_program(prog, plat, gamma=GAMMA,
-                                      itemsize=ITEMSIZE, quantum=args.quantum,
-                                      timeout=args.timeout,
-                                      simgrid=args.simgrid)
-                except TimeoutError as e:
-                    print(f"# {algorithm} on {plat.spec}: {e}",
-                          file=sys.stderr)
-                    failed = 1
-                    continue
-                print(f"{args.collective} {algorithm} {plat.spec} "
-                      f"{args.ranks} {spec.nbytes(count, args.ranks, ITEMSIZE)} "
-                      f"{res.time * 1e6:.2f} {res.flows} {res.rounds_cut} "
-                      f"{symmetry or 'exact'} {built:.1f} {res.wall:.1f} "
-                      f"{res.maxrss_mb:.0f} {res.quantum:g} {res.version}",
-                      flush=True)
+            for dims, on in grids.items():
+                failed |= run(args, algorithm, count, nodes, dims, on)
+    return failed
+
+
+def run(args, algorithm: str, count: int, nodes: tuple, dims, platforms
+        ) -> int:
+    """Build ``algorithm``'s program once and replay it on each of
+    ``platforms``, a line each; 1 if it was skipped or a run timed out."""
+    spec, failed = SPECS[args.collective], 0
+    t0 = time.perf_counter()
+    try:
+        prog, symmetry = program(args.collective, algorithm, args.ranks,
+                                 count, args.keep, args.sample_rounds,
+                                 args.symmetric, nodes, dims)
+    except ValueError as e:
+        print(f"# {algorithm} skipped: {e}", file=sys.stderr)
+        return 1
+    built = time.perf_counter() - t0
+    for plat in platforms:
+        try:
+            res = run_program(prog, plat, gamma=GAMMA, itemsize=ITEMSIZE,
+                              quantum=args.quantum, timeout=args.timeout,
+                              simgrid=args.simgrid)
+        except TimeoutError as e:
+            print(f"# {algorithm} on {plat.spec}: {e}", file=sys.stderr)
+            failed = 1
+            continue
+        print(f"{args.collective} {algorithm} {plat.spec} {args.ranks} "
+              f"{spec.nbytes(count, args.ranks, ITEMSIZE)} "
+              f"{res.time * 1e6:.2f} {res.flows} {res.rounds_cut} "
+              f"{symmetry or 'exact'} {built:.1f} {res.wall:.1f} "
+              f"{res.maxrss_mb:.0f} {res.quantum:g} {res.version}",
+              flush=True)
     return failed
 
 

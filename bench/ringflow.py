@@ -11,6 +11,8 @@ max-min shares, in closed form) and, with ``--compare``, runs the exact
 SimGrid simulation of the same schedules beside it
 (:func:`mpicoll.netsim.simulate`, no approximation), to show where they
 agree. One line per algorithm and size: the predicted µs, the rounds, the
+symmetry that gave every rank's rounds (``+merged``: a round's messages
+to one peer merged, an approximation the exact run does not make), the
 seconds the closed form took, and with ``--compare`` SimGrid's µs, the
 ratio and SimGrid's wall time and peak memory. γ as the simulate
 command's default (1e-10 s per byte), the platform's default links.
@@ -50,7 +52,7 @@ def main(argv=None) -> int:
     plat = parse(f"ring:{args.ranks}")
     spec = SPECS[args.collective]
     failed = 0
-    print("collective algorithm ranks bytes predicted_us rounds "
+    print("collective algorithm ranks bytes predicted_us rounds symmetry "
           "closed_form_s" + (" simgrid_us ratio simgrid_wall_s "
                              "simgrid_peak_mb" if args.compare else ""),
           flush=True)
@@ -69,7 +71,7 @@ def main(argv=None) -> int:
             line = (f"{args.collective} {algorithm} {args.ranks} "
                     f"{spec.nbytes(count, args.ranks, ITEMSIZE)} "
                     f"{priced.time * 1e6:.2f} {priced.rounds} "
-                    f"{time.perf_counter() - t0:.1f}")
+                    f"{priced.symmetry} {time.perf_counter() - t0:.1f}")
             if args.compare:
                 res = simulate(args.collective, algorithm, args.ranks, count,
                                plat, itemsize=ITEMSIZE, gamma=GAMMA,

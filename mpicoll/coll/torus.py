@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from mpicoll.coll import allgather, reduce_scatter
 from mpicoll.coll.registry import register
@@ -25,9 +26,15 @@ def torus_grid(size: int, nodes, dims,
     nodes of ``L > 1`` ranks each (and, for a non-commutative op, each a
     run of consecutive ranks, so that the grid keeps rank order);
     otherwise :func:`~mpicoll.topo.square_grid` ``r × c`` in rank order.
+    Every rank's builder asks for the same grid: the last few are kept.
     """
+    return _grid(size, nodes, None if dims is None else tuple(dims),
+                 commutative)
+
+
+@lru_cache(maxsize=8)
+def _grid(size: int, nodes, dims, commutative: bool):
     if dims is not None:
-        dims = tuple(dims)
         if not dims or not all(isinstance(d, int) and d >= 1 for d in dims):
             raise ValueError(f"torus: dims {dims} must be positive integers")
         if math.prod(dims) != size:
@@ -38,14 +45,21 @@ def torus_grid(size: int, nodes, dims,
     sizes = {len(members) for members in groups}
     if (len(groups) > 1 and len(sizes) == 1 and sizes != {1}
             and (commutative or groups == contiguous_runs(nodes))):
-        return (len(groups), len(groups[0])), sum(groups, ())
+        return (len(groups), len(groups[0])), tuple(
+            rank for members in groups for rank in members)
     return square_grid(size), tuple(range(size))
+
+
+@lru_cache(maxsize=8)
+def _positions(ranks: tuple) -> dict[int, int]:
+    """``{rank: its position in ranks}``."""
+    return {rank: i for i, rank in enumerate(ranks)}
 
 
 def _lines(dims, ranks, rank: int):
     """``rank``'s line along each dimension, the last first: ``(members
     in coordinate order, rank's coordinate)`` for dimensions longer than 1."""
-    position = ranks.index(rank)
+    position = _positions(ranks)[rank]
     out = []
     stride = 1
     for d in reversed(dims):

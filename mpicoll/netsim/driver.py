@@ -84,7 +84,7 @@ class Result(NamedTuple):
     finish: tuple[float, ...]  # per rank
     flows: int  # messages simulated
     rounds_cut: int  # rounds charged without being simulated (0: exact)
-    symmetry: str | None  # "shift"/"xor" when built from a sample
+    symmetry: str | None  # "shift"/"xor" (+"+merged") when from a sample
     wall: float  # seconds the SimGrid run took
     maxrss_mb: float  # the child process's peak memory
     version: str  # the SimGrid that ran it ("3.32.0", "4.1.0")

@@ -25,7 +25,9 @@ regular enough to price exactly as SimGrid's model would, without it:
   byte, as the SimGrid replay charges.
 
 Every rank's rounds are rank 0's relabelled (a shift or an xor of ranks:
-:func:`mpicoll.netsim.program.find_symmetry`), so rank 0's schedule gives
+:func:`mpicoll.netsim.program.find_symmetry`, which merges a round's
+messages to one peer where only that makes them so, as for Bruck's
+all-to-all: :attr:`Priced.symmetry` says), so rank 0's schedule gives
 every round's flows. Cost: ``O(P log P)`` per distinct round (link loads
 by difference arrays, the busiest link of each path by a sparse table;
 rounds with the same sends are priced once), so ``log
@@ -55,6 +57,7 @@ class Priced(NamedTuple):
     time: float  # seconds
     rounds: int  # rank 0's rounds (every rank's, by symmetry)
     distinct: int  # rounds priced (the others repeat one of them)
+    symmetry: str  # find_symmetry's: "shift", "xor", or with "+merged"
 
 
 def routes(src: np.ndarray, dst: np.ndarray, size: int):
@@ -169,4 +172,4 @@ def predict(collective: str, algorithm: str, size: int, count,
 
     total = sum(seconds(rnd.sends) + gamma * rnd.reduce_bytes
                 for rnd in rounds)
-    return Priced(total, len(rounds), len(known))
+    return Priced(total, len(rounds), len(known), name)

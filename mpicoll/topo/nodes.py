@@ -4,14 +4,24 @@ A node map ``nodes`` gives the node of every rank: ``(0, 0, 1, 1, 2)`` is
 five ranks in nodes of two, the last node holding one. Nodes may be uneven
 and need not be runs of consecutive ranks (``(0, 1, 0, 1)``: round-robin
 placement). Everything here is arithmetic on such tuples.
+
+Every rank's schedule asks for the same map's groups, so the functions
+here that take a whole map (or its groups) keep the last
+:data:`MAPS_KEPT` answers: building all 65,536 ranks' schedules of a
+hierarchical algorithm (``python -m mpicoll.simulate``) then costs
+``O(p)`` once plus hashing the map per rank, not ``O(p)`` in Python per
+rank.
 """
 
 from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from functools import lru_cache
 
 from mpicoll.topo.blocks import block_bounds, block_partition
+
+MAPS_KEPT = 8  # node maps (and groups) whose answers are kept, per function
 
 
 def canonical_nodes(nodes, size: int) -> tuple[int, ...]:
@@ -27,6 +37,11 @@ def canonical_nodes(nodes, size: int) -> tuple[int, ...]:
     if len(nodes) != size:
         raise ValueError(f"nodes names {len(nodes)} ranks, the "
                          f"communicator has {size}")
+    return _canonical(nodes)
+
+
+@lru_cache(maxsize=MAPS_KEPT)
+def _canonical(nodes: tuple) -> tuple[int, ...]:
     index: dict = {}
     return tuple(index.setdefault(n, len(index)) for n in nodes)
 
@@ -34,6 +49,11 @@ def canonical_nodes(nodes, size: int) -> tuple[int, ...]:
 def node_groups(nodes) -> tuple[tuple[int, ...], ...]:
     """The ranks of each node, in rank order; nodes in order of their
     lowest rank (for a canonical map: node ``i`` is group ``i``)."""
+    return _node_groups(tuple(nodes))
+
+
+@lru_cache(maxsize=MAPS_KEPT)
+def _node_groups(nodes: tuple) -> tuple[tuple[int, ...], ...]:
     groups: dict = {}
     for rank, node in enumerate(nodes):
         groups.setdefault(node, []).append(rank)
@@ -46,6 +66,11 @@ def contiguous_runs(nodes) -> tuple[tuple[int, ...], ...]:
     The same as :func:`node_groups` exactly when every node is one run;
     ``(0, 1, 0, 1)`` gives four runs of one rank, ``(0, 0, 1, 0)`` three.
     """
+    return _contiguous_runs(tuple(nodes))
+
+
+@lru_cache(maxsize=MAPS_KEPT)
+def _contiguous_runs(nodes: tuple) -> tuple[tuple[int, ...], ...]:
     runs: list[list[int]] = []
     for rank, node in enumerate(nodes):
         if rank and nodes[rank - 1] == node:
@@ -70,10 +95,21 @@ def reduction_groups(nodes, commutative: bool) -> tuple[tuple[int, ...], ...]:
 
 def locate(rank: int, groups) -> tuple[int, int]:
     """``(group, index within it)`` of ``rank``."""
+    where = _positions(tuple(map(tuple, groups))).get(rank)
+    if where is None:
+        raise ValueError(f"rank {rank} is in no group")
+    return where
+
+
+@lru_cache(maxsize=MAPS_KEPT)
+def _positions(groups: tuple) -> dict[int, tuple[int, int]]:
+    """``{rank: (group, index within it)}``; a rank in two groups: its
+    first (as a search in group order finds it)."""
+    where: dict = {}
     for g, members in enumerate(groups):
-        if rank in members:
-            return g, members.index(rank)
-    raise ValueError(f"rank {rank} is in no group")
+        for i, rank in enumerate(members):
+            where.setdefault(rank, (g, i))
+    return where
 
 
 def shared_segments(count: int, sizes) -> tuple[tuple[int, int, tuple[int, ...]], ...]:
@@ -88,6 +124,11 @@ def shared_segments(count: int, sizes) -> tuple[tuple[int, int, tuple[int, ...]]
     ``[0, n/3) [n/3, n/2) [n/2, 2n/3) [2n/3, n)``, owned by members
     ``(0, 0), (0, 1), (1, 1), (1, 2)``. Empty pieces are left out.
     """
+    return _shared_segments(count, tuple(sizes))
+
+
+@lru_cache(maxsize=MAPS_KEPT)
+def _shared_segments(count: int, sizes: tuple):
     bounds = [block_bounds(block_partition(count, s)) for s in sizes]
     cuts = sorted({x for b in bounds for x in b})
     return tuple(

@@ -92,6 +92,20 @@ def test_closed_form_equals_simgrid(simgrid, collective, algorithm, size):
                      gamma=1e-10)
     assert priced.time == pytest.approx(exact.time, rel=1e-9)
     assert priced.rounds >= priced.distinct >= 1
+    assert priced.symmetry in ("shift", "xor")
+
+
+def test_merged_messages_price_the_merged_program(simgrid):
+    """Bruck's all-to-all is symmetric only with its first round's two
+    messages per pair merged: the closed form prices that program, as
+    SimGrid's ``symmetric`` run does, and says so."""
+    count = SPECS["alltoall"].count_for(1 << 20, 64, 4)
+    plat = parse("ring:64")
+    priced = predict("alltoall", "bruck", 64, count, 4, plat, 1e-10)
+    merged = simulate("alltoall", "bruck", 64, count, plat, itemsize=4,
+                      gamma=1e-10, symmetric=True)
+    assert priced.symmetry == merged.symmetry == "shift+merged"
+    assert priced.time == pytest.approx(merged.time, rel=1e-9)
 
 
 def test_the_simulate_command_takes_the_closed_form(tmp_path, capsys):

@@ -1,0 +1,59 @@
+"""``bench/netsim_scale.py --ranks-per-node``: nodes of several ranks.
+
+The bench builds a program once and replays it on every network; with
+nodes of several ranks the hierarchical algorithms see the same node map
+as ``python -m mpicoll.simulate --ranks-per-node`` gives them, and the
+Cartesian ``torus`` allreduce each network's own grid. Both must predict
+what :func:`mpicoll.netsim.simulate` predicts for the same call.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mpicoll.bench.specs import SPECS
+from mpicoll.netsim import parse, simulate
+from mpicoll.simulate_cli import torus_dims
+from tests.scripts import load
+
+NETWORKS = ("torus:2x2x2", "hypercube:3", "fattree:2;4,2;1,4;1,1",
+            "ring:8")
+GAMMA = 1e-10  # the bench's
+
+
+def rows(out: str) -> list[dict]:
+    head, *lines = out.strip().splitlines()
+    return [dict(zip(head.split(), line.split())) for line in lines]
+
+
+@pytest.mark.parametrize("collective, algorithm", [
+    ("allreduce", "hierarchical"), ("allreduce", "torus"),
+    ("bcast", "hierarchical"), ("allgather", "hierarchical")])
+def test_bench_predicts_what_simulate_does(simgrid, capsys, collective,
+                                           algorithm):
+    """Four ranks per node, eight nodes, on four networks: the bench's
+    predictions equal :func:`simulate`'s with the same node map (and, for
+    the torus allreduce, the network's dimensions)."""
+    bench = load("netsim_scale")
+    args = ["-c", collective, "-a", algorithm, "--ranks", "32",
+            "--ranks-per-node", "4", "--size", "64K"]
+    for spec in NETWORKS:
+        args += ["--network", spec]
+    assert bench.main(args) == 0
+    got = {r["network"]: float(r["predicted_us"])
+           for r in rows(capsys.readouterr().out)}
+    assert set(got) == set(NETWORKS)
+    count = SPECS[collective].count_for(64 << 10, 32, 4)
+    for spec in NETWORKS:
+        plat = parse(spec, ranks_per_node=4)
+        dims = torus_dims(plat) if algorithm == "torus" else None
+        want = simulate(collective, algorithm, 32, count, plat, gamma=GAMMA,
+                        **({"dims": dims} if dims else {})).time
+        assert got[spec] == pytest.approx(want * 1e6, abs=0.01), spec
+
+
+def test_bench_refuses_bad_ranks_per_node(simgrid, capsys):
+    bench = load("netsim_scale")
+    with pytest.raises(SystemExit):
+        bench.main(["--network", "flat:8", "--ranks-per-node", "0"])
+    assert "--ranks-per-node must be >= 1" in capsys.readouterr().err
