@@ -31,6 +31,7 @@ from mpicoll.simulate import simulate
 from mpicoll.topo import (
     canonical_nodes,
     contiguous_runs,
+    locate,
     node_groups,
     shared_segments,
     square_grid,
@@ -251,6 +252,25 @@ def test_node_groups_runs_and_canonical_maps():
     assert canonical_nodes(None, 3) == (0, 0, 0)
     with pytest.raises(ValueError, match="3 ranks"):
         canonical_nodes((0, 0, 1), 4)
+
+
+def test_answers_kept_per_map_are_the_same_for_lists_and_tuples():
+    """The helpers keep their last answers per map (every rank's builder
+    asks for the same): a list asks for what its tuple does, an answer
+    comes back unchanged, and errors are raised every time."""
+    nodes = [0, 0, 1, 0, 2, 2, 1]
+    assert node_groups(nodes) == node_groups(tuple(nodes))
+    assert canonical_nodes(nodes, 7) is canonical_nodes(tuple(nodes), 7)
+    groups = node_groups(nodes)
+    assert [locate(r, groups) for r in range(7)] == [
+        (0, 0), (0, 1), (1, 0), (0, 2), (2, 0), (2, 1), (1, 1)]
+    assert locate(3, [[1, 3], [3]]) == (0, 1)  # the first group holding it
+    for _ in range(2):
+        with pytest.raises(ValueError, match="rank 7 is in no group"):
+            locate(7, groups)
+        with pytest.raises(ValueError, match="hold 8 ranks"):
+            torus_grid(6, None, [2, 4], True)
+    assert torus_grid(8, None, [2, 4], True) == ((2, 4), tuple(range(8)))
 
 
 def test_shared_segments():
