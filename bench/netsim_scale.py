@@ -4,6 +4,8 @@
         --simgrid "$(scripts/simgrid41.sh --print-dir)" \\
         --network ring:65536 --network torus:16x64x64 --network hypercube:16 \\
         --network "fattree:2;256,256;1,256;1,1" --network dragonfly:16,16,16,16
+    python bench/netsim_scale.py --ranks 65536 --ranks-per-node 8 \\
+        -c allreduce -a hierarchical,torus --network torus:16x16x32
 
 ``python -m mpicoll.simulate --model simgrid`` builds the schedules again
 for every network; at 65,536 ranks building them takes about as long as
