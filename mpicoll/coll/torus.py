@@ -10,7 +10,7 @@ from mpicoll.coll.registry import register
 from mpicoll.schedule.core import Schedule, ScheduleBuilder, Span
 from mpicoll.schedule.group import Subgroup
 from mpicoll.topo import block_bounds, block_partition, contiguous_runs, \
-    node_groups, square_grid
+    locate, node_groups, square_grid
 
 
 def torus_grid(size: int, nodes, dims,
@@ -50,16 +50,10 @@ def _grid(size: int, nodes, dims, commutative: bool):
     return square_grid(size), tuple(range(size))
 
 
-@lru_cache(maxsize=8)
-def _positions(ranks: tuple) -> dict[int, int]:
-    """``{rank: its position in ranks}``."""
-    return {rank: i for i, rank in enumerate(ranks)}
-
-
 def _lines(dims, ranks, rank: int):
     """``rank``'s line along each dimension, the last first: ``(members
     in coordinate order, rank's coordinate)`` for dimensions longer than 1."""
-    position = _positions(ranks)[rank]
+    position = locate(rank, (ranks,))[1]  # the grid as one group
     out = []
     stride = 1
     for d in reversed(dims):

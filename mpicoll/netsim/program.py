@@ -59,6 +59,7 @@ Symmetry (:func:`symmetric_sigs`)
 from __future__ import annotations
 
 import random
+import warnings
 from collections import defaultdict
 from typing import Callable, NamedTuple
 
@@ -325,8 +326,8 @@ def find_symmetry(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
     ``samples`` sampled ranks' schedules (and ranks 1, size - 1 and
     size // 2) are rank 0's, and rank 0's rounds; failing both, the same
     with every schedule's messages per peer :func:`merged` (the name then
-    ends in ``"+merged"``, the rounds are merged: the module docstring).
-    Raises ValueError when nothing fits."""
+    ends in ``"+merged"``, the rounds are merged, and a UserWarning says
+    so: the module docstring). Raises ValueError when nothing fits."""
     base = rank_sig(0)
     picks = {1, size - 1, size // 2}
     rng = random.Random(seed)
@@ -342,6 +343,12 @@ def find_symmetry(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
                 continue
             if all(_relabel(s, to_zero, r, size) == base
                    for r, s in sampled.items()):
+                if suffix:
+                    warnings.warn(
+                        f"the schedules of {size} ranks are symmetric under "
+                        f"a {name} only with each round's messages per peer "
+                        "merged: an approximation (docs/simulation.md)",
+                        stacklevel=2)
                 return name + suffix, base
     raise ValueError(
         f"the schedules of {size} ranks are not symmetric under a shift "
@@ -353,7 +360,12 @@ def peers(name: str, relative: int, ranks, size: int):
     """The peers of ``ranks`` (a NumPy array of ranks among ``size``) that
     stand for rank 0's peer ``relative`` under the relabelling ``name``
     (:func:`find_symmetry`'s)."""
-    return _RELABEL[name.removesuffix("+merged")][1](relative, ranks, size)
+    return _relabelling(name)[1](relative, ranks, size)
+
+
+def _relabelling(name: str):
+    """:data:`_RELABEL`'s pair for :func:`find_symmetry`'s ``name``."""
+    return _RELABEL[name.removesuffix("+merged")]
 
 
 def symmetric_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
@@ -367,6 +379,6 @@ def symmetric_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
     ValueError when no symmetry fits the sample."""
     name, base = find_symmetry(rank_sig, size, samples, seed)
     (base,), runs, gaps = cut_rounds([base], keep, sample)
-    back = _RELABEL[name.removesuffix("+merged")][1]
+    back = _relabelling(name)[1]
     return ([_relabel(base, back, r, size) for r in range(size)], runs, gaps,
             name)
