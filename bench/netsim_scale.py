@@ -61,7 +61,8 @@ def program(collective: str, algorithm: str, size: int, count: int,
                    ITEMSIZE)
 
     sigs, runs, gaps, symmetry = network_sigs(
-        rank_sig, size, keep=keep, sample=sample, symmetric=symmetric)
+        rank_sig, size, keep=keep, sample=sample, symmetric=symmetric,
+        period=nodes.count(0))
     return build(sigs, runs, gaps), symmetry
 
 

@@ -4,10 +4,14 @@
         -a recursive_doubling,rabenseifner
     python bench/ringflow.py --ranks 1024 -c allreduce -a rabenseifner \\
         --compare --simgrid "$(scripts/simgrid41.sh --print-dir)"
+    python bench/ringflow.py --ranks 65536 --ranks-per-node 8 \\
+        -c allgather -a hierarchical
 
 Prices each algorithm with :mod:`mpicoll.netsim.ringflow` (every round's
-flows on a ring of ``--ranks`` nodes, SimGrid's routes, link model and
-max-min shares, in closed form) and, with ``--compare``, runs the exact
+flows on a ring of nodes, SimGrid's routes, link model and
+max-min shares, in closed form; ``--ranks-per-node N`` puts the ranks
+in blocks of N on ``--ranks / N`` nodes, as the simulate command does,
+and a Cartesian algorithm runs on its grid) and, with ``--compare``, runs the exact
 SimGrid simulation of the same schedules beside it
 (:func:`mpicoll.netsim.simulate`, no approximation), to show where they
 agree. One line per algorithm and size: the predicted µs, the rounds, the
@@ -28,6 +32,7 @@ import time
 from mpicoll.bench.cli import parse_size
 from mpicoll.bench.specs import SPECS
 from mpicoll.netsim import parse, ringflow, simulate
+from mpicoll.simulate_cli import torus_dims
 
 GAMMA = 1e-10  # s per byte reduced: python -m mpicoll.simulate's default
 ITEMSIZE = 4  # float32
@@ -40,6 +45,8 @@ def main(argv=None) -> int:
     p.add_argument("-a", "--algorithm", default="recursive_doubling",
                    help="comma list of hand-built algorithms")
     p.add_argument("--ranks", type=int, default=65536)
+    p.add_argument("--ranks-per-node", type=int, default=1, metavar="N",
+                   help="ranks per node, placed in blocks; default 1")
     p.add_argument("--size", default="1M",
                    help="comma list of sizes (the benchmark's bytes)")
     p.add_argument("--compare", action="store_true",
@@ -49,7 +56,11 @@ def main(argv=None) -> int:
     p.add_argument("--timeout", type=float, default=600.0,
                    help="seconds for each SimGrid run; default 600")
     args = p.parse_args(argv)
-    plat = parse(f"ring:{args.ranks}")
+    if args.ranks_per_node < 1 or args.ranks % args.ranks_per_node:
+        p.error("--ranks-per-node must be positive and divide --ranks")
+    plat = parse(f"ring:{args.ranks // args.ranks_per_node}",
+                 ranks_per_node=args.ranks_per_node)
+    dims = torus_dims(plat)
     spec = SPECS[args.collective]
     failed = 0
     print("collective algorithm ranks bytes predicted_us rounds symmetry "
@@ -63,7 +74,7 @@ def main(argv=None) -> int:
             try:
                 priced = ringflow.predict(args.collective, algorithm,
                                           args.ranks, count, ITEMSIZE, plat,
-                                          GAMMA)
+                                          GAMMA, dims=dims)
             except ValueError as e:
                 print(f"# {algorithm}: {e}", file=sys.stderr)
                 failed = 1
@@ -75,7 +86,7 @@ def main(argv=None) -> int:
             if args.compare:
                 res = simulate(args.collective, algorithm, args.ranks, count,
                                plat, itemsize=ITEMSIZE, gamma=GAMMA,
-                               timeout=args.timeout, simgrid=args.simgrid)
+                               dims=dims, timeout=args.timeout, simgrid=args.simgrid)
                 line += (f" {res.time * 1e6:.2f} {priced.time / res.time:.6f}"
                          f" {res.wall:.1f} {res.maxrss_mb:.0f}")
             print(line, flush=True)

@@ -11,11 +11,11 @@ call's time, either with the analytic α-β-γ model of :mod:`mpicoll.model`
 (``--model analytic``, the default: contention-free, the topology does not
 matter) or with SimGrid on the ``--network`` platform
 (``--model simgrid``: :func:`mpicoll.netsim.simulate`, optional extra,
-``scripts/simgrid.sh``), or, on ``ring:P`` with one rank per node, with
-SimGrid's link model in closed form (``--model closed-form``:
-:mod:`mpicoll.netsim.ringflow`, no SimGrid; schedules symmetric under a
-shift or xor of ranks, whose far partners SimGrid cannot hold at 65,536
-ranks; equal to SimGrid's run where both go). The table, ``--json``
+``scripts/simgrid.sh``), or, on ``ring:P``, with SimGrid's link model in
+closed form (``--model closed-form``: :mod:`mpicoll.netsim.ringflow`, no
+SimGrid; schedules symmetric under a shift or xor of ranks or of nodes,
+whose far partners SimGrid cannot hold at 65,536 ranks; equal to
+SimGrid's run where both go). The table, ``--json``
 records and ``--emit-rules`` files are the benchmark's
 (:mod:`mpicoll.bench.cli`), each record marked ``"predicted": true`` with
 the ``model`` and ``network``; a rules file carries ``"source":
@@ -119,7 +119,8 @@ def _parser() -> argparse.ArgumentParser:
            "last included) and interpolate the others' durations, for "
            "schedules whose rounds all differ (default: all)")
     a("--symmetric", action="store_true",
-      help="simgrid: build rank 0's schedule and a sample, relabel the rest")
+      help="simgrid: build rank 0's schedule (or node 0's ranks') and a "
+           "sample, relabel the rest")
     a("--send-overhead", type=float, default=0.0, metavar="SECONDS",
       help="simgrid: CPU time each send costs its sender before it enters "
            "the network, one send after another (LogP's o; SMPI's "
@@ -213,10 +214,8 @@ def parse_args(argv) -> argparse.Namespace:
         args.platform = platform(args)
     except PlatformError as e:
         p.error(str(e))
-    if args.model == "closed-form" and (args.platform.kind != "ring"
-                                        or args.ranks_per_node != 1):
-        p.error("--model closed-form is for --network ring:P with one rank "
-                "per node")
+    if args.model == "closed-form" and args.platform.kind != "ring":
+        p.error("--model closed-form is for --network ring:P")
     if args.model == "simgrid":
         try:  # the folder, now: a usage error, not the child's traceback
             args.simgrid = simgrid_folder(args.simgrid)

@@ -84,7 +84,7 @@ class Result(NamedTuple):
     finish: tuple[float, ...]  # per rank
     flows: int  # messages simulated
     rounds_cut: int  # rounds charged without being simulated (0: exact)
-    symmetry: str | None  # "shift"/"xor" (+"+merged") when from a sample
+    symmetry: str | None  # find_symmetry's name when from a sample
     wall: float  # seconds the SimGrid run took
     maxrss_mb: float  # the child process's peak memory
     version: str  # the SimGrid that ran it ("3.32.0", "4.1.0")
@@ -125,7 +125,8 @@ def simulate(collective: str, algorithm: str, size: int, count,
     interpolate the others' durations
     (:func:`mpicoll.netsim.program.sample_rounds`; ValueError where the
     ranks' rounds do not allow it); None is exact.
-    ``symmetric``: build rank 0's schedule and a sample only
+    ``symmetric``: build rank 0's schedule (or a node's ranks', where
+    schedules repeat from node to node) and a sample only
     (:func:`mpicoll.netsim.program.symmetric_sigs`). ``send_overhead``:
     seconds each send costs its sender before it enters the network (see
     the module docstring; 0: none). ``quantum``: the controller's time
@@ -146,7 +147,8 @@ def simulate(collective: str, algorithm: str, size: int, count,
                                 **params), itemsize)
 
     sigs, runs, gaps, symmetry = network_sigs(
-        rank_sig, size, keep=keep, sample=sample, symmetric=symmetric)
+        rank_sig, size, keep=keep, sample=sample, symmetric=symmetric,
+        period=platform.ranks_per_node)
     result = run_program(build(sigs, runs, gaps), platform, gamma=gamma,
                          itemsize=itemsize, model_factors=model_factors,
                          send_overhead=send_overhead, quantum=quantum,

@@ -44,8 +44,13 @@ Symmetry (:func:`symmetric_sigs`)
     ranks' are built; if every sampled rank's rounds equal rank 0's with
     peers relabelled (``peer - rank mod p``: rings; ``peer xor rank``:
     recursive doubling and halving on powers of two), every rank's rounds
-    are generated from rank 0's. A rank that is not sampled is assumed to
-    follow the same symmetry: sampling checks it, it does not prove it.
+    are generated from rank 0's. Schedules built for nodes of ``L`` ranks
+    in blocks (the hierarchical ones) are no rank's relabelled, but repeat
+    from node to node: rank ``r``'s are rank ``r % L``'s with peers
+    shifted (or xor-ed) by ``r - r % L``, so node 0's ``L`` schedules stand
+    for all (``"shift/L"``, ``"xor/L"``). A rank that is not sampled is
+    assumed to follow the same symmetry: sampling checks it, it does not
+    prove it.
     Where the rounds differ only in how a rank's bytes to one peer are cut
     into messages (Bruck's all-to-all sends its first round's blocks in two
     messages on ranks where they wrap past the last block), the check is
@@ -271,31 +276,34 @@ def cut_rounds(sigs: list[tuple[Sig, ...]], keep: int | None = None,
 
 
 _RELABEL: dict[str, tuple[Callable[[int, int, int], int], ...]] = {
-    # (to rank 0's frame, back to rank r's) for a peer of rank r among p
-    "shift": (lambda peer, r, p: (peer - r) % p,
-              lambda rel, r, p: (rel + r) % p),
-    "xor": (lambda peer, r, p: peer ^ r, lambda rel, r, p: rel ^ r),
+    # (to its class's base frame, back to rank r's) for a peer of rank r
+    # among p, ``o`` the offset of r from its class's base (a multiple of
+    # the period)
+    "shift": (lambda peer, o, p: (peer - o) % p,
+              lambda rel, o, p: (rel + o) % p),
+    "xor": (lambda peer, o, p: peer ^ o, lambda rel, o, p: rel ^ o),
 }
 
 
-def _relabel(rounds: tuple[Sig, ...], f, r: int, p: int) -> tuple[Sig, ...]:
+def _relabel(rounds: tuple[Sig, ...], f, o: int, p: int) -> tuple[Sig, ...]:
     return tuple(
-        Sig(tuple((f(q, r, p), n) for q, n in rnd.sends),
-            tuple((f(q, r, p), n) for q, n in rnd.recvs), rnd.reduce_bytes)
+        Sig(tuple((f(q, o, p), n) for q, n in rnd.sends),
+            tuple((f(q, o, p), n) for q, n in rnd.recvs), rnd.reduce_bytes)
         for rnd in rounds)
 
 
 def network_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int, *,
                  keep: int | None = None, sample: int | None = None,
-                 symmetric: bool = False):
+                 symmetric: bool = False, period: int = 1):
     """``(sigs, runs, gaps, symmetry)``: the rounds of ``size`` ranks
     (``rank_sig(r)`` builds rank r's) cut as :func:`cut_rounds` says, from
-    every rank's schedule or, with ``symmetric``, from rank 0's and a
-    sample (:func:`symmetric_sigs`; ``symmetry`` None otherwise). Sampled
-    rounds are checked closed (:func:`check_closed`)."""
+    every rank's schedule or, with ``symmetric``, from a few ranks' and a
+    sample (:func:`symmetric_sigs`, which tries ``period`` too; ``symmetry``
+    None otherwise). Sampled rounds are checked closed
+    (:func:`check_closed`)."""
     if symmetric:
         sigs, runs, gaps, symmetry = symmetric_sigs(rank_sig, size, keep,
-                                                    sample)
+                                                    sample, period=period)
     else:
         symmetry = None
         sigs, runs, gaps = cut_rounds([rank_sig(r) for r in range(size)],
@@ -320,65 +328,81 @@ def merged(rounds: tuple[Sig, ...]) -> tuple[Sig, ...]:
 
 
 def find_symmetry(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
-                  samples: int = 8, seed: int = 0) -> tuple[str, tuple]:
-    """``(name, rounds)``: the relabelling (``"shift"``: peer ``q`` of
-    rank 0 is ``r + q`` of rank ``r``; ``"xor"``: ``r ^ q``) under which
-    ``samples`` sampled ranks' schedules (and ranks 1, size - 1 and
-    size // 2) are rank 0's, and rank 0's rounds; failing both, the same
-    with every schedule's messages per peer :func:`merged` (the name then
-    ends in ``"+merged"``, the rounds are merged, and a UserWarning says
-    so: the module docstring). Raises ValueError when nothing fits."""
-    base = rank_sig(0)
-    picks = {1, size - 1, size // 2}
+                  samples: int = 8, seed: int = 0,
+                  period: int = 1) -> tuple[str, tuple]:
+    """``(name, bases)``: the relabelling under which ``samples`` sampled
+    ranks' schedules (and ranks 1, ``period``, size - 1 and size // 2) are
+    their class's base's, and the bases' rounds. ``"shift"``: peer ``q`` of
+    rank 0 is ``r + q`` of rank ``r``; ``"xor"``: ``r ^ q``; one base, rank
+    0. Failing both, the same with a period (``"shift/8"``, ``"xor/8"``):
+    rank ``r``'s base is rank ``r % period`` and the offset ``r - r %
+    period`` relabels, which fits schedules that repeat from node to node
+    (ranks in blocks of ``period`` per node; ``period`` must divide
+    ``size``, and be a power of two for xor); ``period`` bases. Failing
+    all, the same with every schedule's messages per peer :func:`merged`
+    (the name then ends in ``"+merged"``, the rounds are merged, and a
+    UserWarning says so: the module docstring). Raises ValueError when
+    nothing fits."""
+    periods = [1] + [period] * (period > 1 and size % period == 0)
     rng = random.Random(seed)
+    picks = {1, period, size - 1, size // 2}
     picks.update(rng.randrange(size) for _ in range(samples))
-    picks = sorted(picks - {0})
-    sampled = {r: rank_sig(r) for r in picks}
-    for suffix in ("", "+merged"):
-        if suffix:
-            base = merged(base)
-            sampled = {r: merged(s) for r, s in sampled.items()}
-        for name, (to_zero, _) in _RELABEL.items():
-            if name == "xor" and size & (size - 1):
-                continue
-            if all(_relabel(s, to_zero, r, size) == base
-                   for r, s in sampled.items()):
-                if suffix:
-                    warnings.warn(
-                        f"the schedules of {size} ranks are symmetric under "
-                        f"a {name} only with each round's messages per peer "
-                        "merged: an approximation (docs/simulation.md)",
-                        stacklevel=2)
-                return name + suffix, base
+    built: dict[int, tuple[Sig, ...]] = {}
+
+    def rounds(r: int, merge: bool) -> tuple[Sig, ...]:
+        if r not in built:
+            built[r] = rank_sig(r)
+        return merged(built[r]) if merge else built[r]
+
+    for merge in (False, True):
+        for k in periods:
+            for kind, (to_base, _) in _RELABEL.items():
+                if kind == "xor" and (size & (size - 1) or k & (k - 1)):
+                    continue
+                if all(_relabel(rounds(r, merge), to_base, r - r % k, size)
+                       == rounds(r % k, merge) for r in sorted(picks)
+                       if r >= k):
+                    name = kind + f"/{k}" * (k > 1)
+                    if merge:
+                        warnings.warn(
+                            f"the schedules of {size} ranks are symmetric "
+                            f"under a {name} only with each round's messages"
+                            " per peer merged: an approximation "
+                            "(docs/simulation.md)", stacklevel=2)
+                        name += "+merged"
+                    return name, tuple(rounds(r, merge) for r in range(k))
     raise ValueError(
         f"the schedules of {size} ranks are not symmetric under a shift "
-        "or xor of ranks (try a count divisible by the rank count, or "
-        "the exact simulation)")
+        "or xor of ranks" + f" or of nodes of {period}" * (period > 1) +
+        " (try a count divisible by the rank count, or the exact "
+        "simulation)")
 
 
 def peers(name: str, relative: int, ranks, size: int):
     """The peers of ``ranks`` (a NumPy array of ranks among ``size``) that
-    stand for rank 0's peer ``relative`` under the relabelling ``name``
+    stand for their base's peer ``relative`` under the relabelling ``name``
     (:func:`find_symmetry`'s)."""
-    return _relabelling(name)[1](relative, ranks, size)
+    back, period = _relabelling(name)[1:]
+    return back(relative, ranks - ranks % period, size)
 
 
 def _relabelling(name: str):
-    """:data:`_RELABEL`'s pair for :func:`find_symmetry`'s ``name``."""
-    return _RELABEL[name.removesuffix("+merged")]
+    """``(to_base, back, period)`` for :func:`find_symmetry`'s ``name``."""
+    kind, _, period = name.removesuffix("+merged").partition("/")
+    return (*_RELABEL[kind], int(period or 1))
 
 
 def symmetric_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
                    keep: int | None = None, sample: int | None = None,
-                   samples: int = 8, seed: int = 0):
-    """``(sigs, runs, gaps, symmetry)`` for all ``size`` ranks from rank
-    0's schedule and ``samples`` other sampled ranks' (``rank_sig(r)``
-    builds one; :func:`find_symmetry`). Rank 0's rounds are cut
-    (:func:`cut_rounds` with ``keep`` or ``sample``; by symmetry its runs
-    are every rank's) before the other ranks are generated. Raises
-    ValueError when no symmetry fits the sample."""
-    name, base = find_symmetry(rank_sig, size, samples, seed)
-    (base,), runs, gaps = cut_rounds([base], keep, sample)
-    back = _relabelling(name)[1]
-    return ([_relabel(base, back, r, size) for r in range(size)], runs, gaps,
-            name)
+                   samples: int = 8, seed: int = 0, period: int = 1):
+    """``(sigs, runs, gaps, symmetry)`` for all ``size`` ranks from their
+    bases' schedules and ``samples`` other sampled ranks' (``rank_sig(r)``
+    builds one; :func:`find_symmetry`, with ``period``). The bases' rounds
+    are cut (:func:`cut_rounds` with ``keep`` or ``sample``; by symmetry
+    their runs are every rank's) before the other ranks are generated.
+    Raises ValueError when no symmetry fits the sample."""
+    name, bases = find_symmetry(rank_sig, size, samples, seed, period)
+    bases, runs, gaps = cut_rounds(list(bases), keep, sample)
+    _, back, k = _relabelling(name)
+    return ([_relabel(bases[r % k], back, r - r % k, size)
+             for r in range(size)], runs, gaps, name)

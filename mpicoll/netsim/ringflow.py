@@ -23,17 +23,25 @@ regular enough to price exactly as SimGrid's model would, without it:
 - **rounds**: all flows of such a round end together, so every rank
   starts the next round at once; a round then reduces its bytes at γ per
   byte, as the SimGrid replay charges.
+- **nodes** (``ranks_per_node`` above 1, ranks in blocks): a round whose
+  flows all stay inside nodes takes the loopback's latency and the bytes
+  at its full bandwidth (SimGrid's loopback is a FATPIPE, not shared);
+  across nodes, a node's ranks' flows share its links as above. A round
+  with flows of both kinds is refused (they end at different times), as
+  are schedules whose ranks do not move in step (rounds counts or bytes
+  reduced that differ between a node's ranks: a leader's).
 
-Every rank's rounds are rank 0's relabelled (a shift or an xor of ranks:
-:func:`mpicoll.netsim.program.find_symmetry`, which merges a round's
+Every rank's rounds are rank 0's relabelled (a shift or an xor of ranks),
+or, on nodes, node 0's ranks' shifted or xor-ed by a node's first rank
+(:func:`mpicoll.netsim.program.find_symmetry`, which merges a round's
 messages to one peer where only that makes them so, as for Bruck's
-all-to-all: :attr:`Priced.symmetry` says), so rank 0's schedule gives
-every round's flows. Cost: ``O(P log P)`` per distinct round (link loads
-by difference arrays, the busiest link of each path by a sparse table;
-rounds with the same sends are priced once), so ``log
-P``-round algorithms take seconds at 65,536 ranks. Rounds that fail
-the checks (the pairwise exchange's xor rounds, whose partners lie at
-different distances) need SimGrid. One rank per node only.
+all-to-all: :attr:`Priced.symmetry` says), so those schedules give every
+round's flows. Cost: ``O(P log P)`` per distinct round (link loads by
+difference arrays, the busiest link of each path by a sparse table;
+rounds with the same sends are priced once), so ``log P``-round
+algorithms take seconds at 65,536 ranks. Rounds that fail the checks (the
+pairwise exchange's xor rounds, whose partners lie at different
+distances) need SimGrid.
 """
 
 from __future__ import annotations
@@ -55,9 +63,9 @@ class Priced(NamedTuple):
     """A schedule priced in closed form."""
 
     time: float  # seconds
-    rounds: int  # rank 0's rounds (every rank's, by symmetry)
+    rounds: int  # rank 0's rounds (as many as every rank's)
     distinct: int  # rounds priced (the others repeat one of them)
-    symmetry: str  # find_symmetry's: "shift", "xor", or with "+merged"
+    symmetry: str  # find_symmetry's: "shift", "xor", "shift/8", "+merged"
 
 
 def routes(src: np.ndarray, dst: np.ndarray, size: int):
@@ -107,7 +115,8 @@ def round_time(src: np.ndarray, dst: np.ndarray, nbytes: int, size: int,
     closed form's."""
     clockwise, hops = routes(src, dst, size)
     if hops.min() < 1:
-        raise NotClosedForm("a flow to its own node (one rank per node only)")
+        raise NotClosedForm("a flow to its own node (node_round_time "
+                            "prices rounds inside nodes)")
     if hops.min() != hops.max():
         raise NotClosedForm(f"its flows cross {hops.min()} to {hops.max()} "
                             "links (their transfers start at different "
@@ -135,41 +144,71 @@ def round_time(src: np.ndarray, dst: np.ndarray, nbytes: int, size: int,
 def predict(collective: str, algorithm: str, size: int, count,
             itemsize: int, platform: Platform, gamma: float,
             **params) -> Priced:
-    """What ``algorithm`` takes on ``platform`` (a ``ring:P`` with one
-    rank per node): the sum over rank 0's rounds of :func:`round_time` of
-    every rank's flows of the round, all together, plus γ per byte the
-    round reduces. ValueError if
-    the schedules are not symmetric or the platform is not a ring;
+    """What ``algorithm`` takes on ``platform`` (a ``ring:P``, ranks in
+    blocks of ``ranks_per_node``): the sum over the rounds of
+    :func:`node_round_time` of every rank's flows of the round, all
+    together, plus γ per byte the round reduces. ValueError if the
+    schedules are not symmetric or the platform is not a ring;
     NotClosedForm where a round is not in closed form."""
-    if platform.kind != "ring" or platform.ranks_per_node != 1:
-        raise ValueError(f"{platform.spec}: the closed form is for ring:P "
-                         "with one rank per node")
-    platform.node_map(size)  # PlatformError if the ranks do not fit
-    nodes = tuple(range(size))
+    if platform.kind != "ring":
+        raise ValueError(f"{platform.spec}: the closed form is for ring:P")
+    nodes = platform.node_map(size)  # PlatformError if the ranks do not fit
     alg = lookup(collective, algorithm)
-    name, rounds = find_symmetry(
+    name, bases = find_symmetry(
         lambda r: sig(alg.schedule(r, size, count, nodes=nodes, **params),
-                      itemsize), size)
-    ranks = np.arange(size)
-    known: dict = {}  # rank 0's sends of a round: seconds
+                      itemsize), size, period=platform.ranks_per_node)
+    lengths = {len(rounds) for rounds in bases}
+    if len(lengths) > 1:
+        raise NotClosedForm(f"the ranks of a node have {min(lengths)} to "
+                            f"{max(lengths)} rounds (they do not move in "
+                            "step)")
+    period = len(bases)
+    classes = [np.arange(c, size, period) for c in range(period)]
+    known: dict = {}  # the bases' sends of a round: seconds
 
     def seconds(sends: tuple) -> float:
-        """Every rank's flows of a round whose sends, seen from rank 0,
-        are ``sends``: all of them at once (they share links)."""
-        if not sends:
-            return 0.0
+        """Every rank's flows of a round whose sends, seen from the bases,
+        are ``sends`` (one tuple per base): all of them at once."""
         if sends not in known:
-            sizes = {n for _, n in sends}
+            sizes = {n for mine in sends for _, n in mine}
             if len(sizes) > 1:
                 raise NotClosedForm(f"a round's messages carry {min(sizes)}"
                                     f" to {max(sizes)} bytes")
-            dst = np.concatenate([peers(name, q, ranks, size)
-                                  for q, _ in sends])
-            known[sends] = round_time(np.tile(ranks, len(sends)), dst,
-                                      sizes.pop(), platform.nodes,
-                                      platform.bandwidth, platform.latency)
+            src = [ranks for ranks, mine in zip(classes, sends) for _ in mine]
+            dst = [peers(name, q, ranks, size)
+                   for ranks, mine in zip(classes, sends) for q, _ in mine]
+            known[sends] = node_round_time(
+                np.concatenate(src), np.concatenate(dst), sizes.pop(),
+                platform) if src else 0.0
         return known[sends]
 
-    total = sum(seconds(rnd.sends) + gamma * rnd.reduce_bytes
-                for rnd in rounds)
-    return Priced(total, len(rounds), len(known), name)
+    total = 0.0
+    for k in range(lengths.pop()):
+        reduced = {rounds[k].reduce_bytes for rounds in bases}
+        if len(reduced) > 1:
+            raise NotClosedForm(f"round {k}: the ranks of a node reduce "
+                                f"{min(reduced)} to {max(reduced)} bytes "
+                                "(they do not move in step)")
+        total += seconds(tuple(rounds[k].sends for rounds in bases)) \
+            + gamma * reduced.pop()
+    return Priced(total, len(bases[0]), len(known), name)
+
+
+def node_round_time(src: np.ndarray, dst: np.ndarray, nbytes: int,
+                    platform: Platform) -> float:
+    """:func:`round_time` of flows between ranks ``src[i] -> dst[i]``
+    placed in blocks of ``platform.ranks_per_node`` on the ring's nodes. A
+    round whose flows all stay inside nodes takes the loopback's latency
+    and ``nbytes`` at its full bandwidth (a FATPIPE: SimGrid does not
+    share it); NotClosedForm where a round has flows inside nodes and
+    across (they end at different times)."""
+    per_node = platform.ranks_per_node
+    src, dst = src // per_node, dst // per_node
+    inside = src == dst
+    if inside.all():
+        return platform.intra_latency + nbytes / platform.intra_bandwidth
+    if inside.any():
+        raise NotClosedForm("a round with flows inside nodes and across "
+                            "(they end at different times)")
+    return round_time(src, dst, nbytes, platform.nodes, platform.bandwidth,
+                      platform.latency)

@@ -23,6 +23,7 @@ from mpicoll.netsim.program import (
     merged,
     sample_rounds,
     sig,
+    symmetric_sigs,
 )
 
 GAMMA = 2e-10  # s/byte: fixed, so expected times are exact
@@ -253,6 +254,52 @@ def test_symmetry_needs_a_symmetric_schedule(simgrid):
     with pytest.raises(ValueError, match="not symmetric"):
         simulate("allreduce", "ring", 8, 13, "flat:8", gamma=GAMMA,
                  symmetric=True)
+
+
+@pytest.mark.parametrize("collective, algorithm, name", [
+    ("allgather", "hierarchical", "shift/4"),
+    ("allreduce", "hierarchical", "xor/4"),
+    ("allreduce", "hierarchical_reduce_bcast", "xor/4"),
+    ("allreduce", "torus", "shift/4"),
+    ("alltoall", "hierarchical", "shift/4"),
+    ("alltoall", "hierarchical_2d", "shift/4"),
+])
+def test_schedules_that_repeat_from_node_to_node(collective, algorithm,
+                                                  name):
+    """On nodes of 4 ranks in blocks the hierarchical schedules are no
+    rank's relabelled, but node ``n``'s ranks are node 0's shifted (or
+    xor-ed) by ``4n``: the period's bases and a sample build every rank's
+    rounds exactly, and fewer schedules are built than there are ranks."""
+    size, nodes = 64, tuple(r // 4 for r in range(64))
+    alg = lookup(collective, algorithm)
+    built = []
+
+    def rank_sig(rank):
+        built.append(rank)
+        return sig(alg.schedule(rank, size, 1024, nodes=nodes), 4)
+
+    sigs, runs, gaps, symmetry = symmetric_sigs(rank_sig, size, period=4)
+    assert runs == gaps == ()
+    assert symmetry == name
+    assert len(set(built)) < 20
+    assert sigs == [rank_sig(r) for r in range(size)]
+    with pytest.raises(ValueError, match="not symmetric under a shift or "
+                       "xor of ranks or of nodes of 4"):  # a root
+        symmetric_sigs(lambda r: sig(lookup("bcast", "hierarchical").schedule(
+            r, size, 16, root=0, nodes=nodes), 4), size, period=4)
+
+
+def test_node_symmetry_and_kept_rounds_match_exact(simgrid):
+    """The hierarchical allgather on nodes of 4: its bases' repeated
+    rounds cut to 4 and every rank generated from them give the exact
+    run's time on a torus."""
+    plat = parse("torus:4x4", ranks_per_node=4)
+    exact = simulate("allgather", "hierarchical", 64, 256, plat, gamma=GAMMA)
+    short = simulate("allgather", "hierarchical", 64, 256, plat, gamma=GAMMA,
+                     keep=4, symmetric=True)
+    assert short.symmetry == "shift/4"
+    assert short.rounds_cut == 15 - 4 and short.flows < exact.flows
+    assert short.time == pytest.approx(exact.time, rel=1e-9)
 
 
 def test_ranks_per_node(simgrid):

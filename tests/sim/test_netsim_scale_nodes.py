@@ -57,3 +57,36 @@ def test_bench_refuses_bad_ranks_per_node(simgrid, capsys):
     with pytest.raises(SystemExit):
         bench.main(["--network", "flat:8", "--ranks-per-node", "0"])
     assert "--ranks-per-node must be >= 1" in capsys.readouterr().err
+
+
+def test_bench_builds_one_node_and_keeps_four_rounds(simgrid, capsys):
+    """``--symmetric --keep 4`` on nodes of 4: the hierarchical allgather's
+    schedules repeat from node to node (``shift/4``), its cross-node ring
+    rounds are cut to 4, and the prediction is the exact run's."""
+    bench = load("netsim_scale")
+    common = ["-c", "allgather", "-a", "hierarchical", "--ranks", "64",
+              "--ranks-per-node", "4", "--size", "64K", "--network",
+              "torus:4x4"]
+    assert bench.main(common) == 0
+    (exact,) = rows(capsys.readouterr().out)
+    assert bench.main(common + ["--symmetric", "--keep", "4"]) == 0
+    (short,) = rows(capsys.readouterr().out)
+    assert (exact["symmetry"], short["symmetry"]) == ("exact", "shift/4")
+    assert int(short["flows"]) < int(exact["flows"])
+    assert short["predicted_us"] == exact["predicted_us"]
+
+
+def test_ring_bench_on_nodes_equals_simgrid(simgrid, capsys):
+    """``bench/ringflow.py --ranks-per-node 4 --compare``: the closed form
+    on ``ring:16`` of 4 ranks per node against SimGrid's exact run, the
+    torus allreduce on the ring's grid (16 nodes by 4)."""
+    bench = load("ringflow")
+    assert bench.main(["-c", "allreduce", "-a", "hierarchical,torus",
+                       "--ranks", "64", "--ranks-per-node", "4", "--size",
+                       "256K", "--compare"]) == 0
+    got = rows(capsys.readouterr().out)
+    assert [(r["algorithm"], r["symmetry"], r["ratio"]) for r in got] == [
+        ("hierarchical", "xor/4", "1.000000"), ("torus", "shift/4", "1.000000")]
+    with pytest.raises(SystemExit):
+        bench.main(["--ranks", "64", "--ranks-per-node", "3"])
+    assert "must be positive and divide --ranks" in capsys.readouterr().err

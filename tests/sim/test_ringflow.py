@@ -95,6 +95,44 @@ def test_closed_form_equals_simgrid(simgrid, collective, algorithm, size):
     assert priced.symmetry in ("shift", "xor")
 
 
+NODE_CASES = [("allgather", "hierarchical", "shift/4"),
+              ("allreduce", "hierarchical", "xor/4"),
+              ("allreduce", "torus", "shift/4"),
+              ("allreduce", "rabenseifner", "xor"),
+              ("alltoall", "hierarchical_2d", "shift/4")]
+
+
+@pytest.mark.parametrize("collective, algorithm, symmetry", NODE_CASES)
+def test_closed_form_on_nodes_equals_simgrid(simgrid, collective, algorithm,
+                                              symmetry):
+    """``ring:16`` with 4 ranks per node: rounds inside the nodes take the
+    loopback, rounds across them the ring, and schedules that repeat from
+    node to node give every rank's flows from one node's ranks."""
+    from mpicoll.simulate_cli import torus_dims
+
+    count = SPECS[collective].count_for(1 << 18, 64, 4)
+    plat = parse("ring:16", ranks_per_node=4)
+    dims = torus_dims(plat)
+    priced = predict(collective, algorithm, 64, count, 4, plat, 1e-10,
+                     dims=dims)
+    exact = simulate(collective, algorithm, 64, count, plat, itemsize=4,
+                     gamma=1e-10, dims=dims)
+    assert priced.symmetry == symmetry
+    assert priced.time == pytest.approx(exact.time, rel=1e-9)
+
+
+@pytest.mark.parametrize("collective, algorithm, match", [
+    ("allgather", "ring", "inside nodes and across"),  # ranks 3 -> 4 ...
+    ("allreduce", "hierarchical_reduce_bcast", "2 to 8 rounds"),  # leaders
+])
+def test_node_rounds_outside_the_closed_form_are_refused(collective,
+                                                          algorithm, match):
+    count = SPECS[collective].count_for(1 << 18, 64, 4)
+    with pytest.raises(NotClosedForm, match=match):
+        predict(collective, algorithm, 64, count, 4,
+                parse("ring:16", ranks_per_node=4), 1e-10)
+
+
 def test_merged_messages_price_the_merged_program(simgrid):
     """Bruck's all-to-all is symmetric only with its first round's two
     messages per pair merged: the closed form prices that program, as
@@ -128,4 +166,4 @@ def test_the_simulate_command_takes_the_closed_form(tmp_path, capsys):
     assert row["time_us"]["avg"] == pytest.approx(want * 1e6)
     assert main(["--model", "closed-form", "--network", "torus:4x4",
                  "--ranks", "16"]) == 2
-    assert "ring:P with one rank per node" in capsys.readouterr().err
+    assert "closed-form is for --network ring:P" in capsys.readouterr().err
