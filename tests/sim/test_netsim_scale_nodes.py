@@ -69,7 +69,7 @@ def test_bench_builds_one_node_and_keeps_four_rounds(simgrid, capsys):
               "torus:4x4"]
     assert bench.main(common) == 0
     (exact,) = rows(capsys.readouterr().out)
-    assert bench.main(common + ["--symmetric", "--keep", "4"]) == 0
+    assert bench.main([*common, "--symmetric", "--keep", "4"]) == 0
     (short,) = rows(capsys.readouterr().out)
     assert (exact["symmetry"], short["symmetry"]) == ("exact", "shift/4")
     assert int(short["flows"]) < int(exact["flows"])

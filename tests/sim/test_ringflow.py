@@ -167,3 +167,17 @@ def test_the_simulate_command_takes_the_closed_form(tmp_path, capsys):
     assert main(["--model", "closed-form", "--network", "torus:4x4",
                  "--ranks", "16"]) == 2
     assert "closed-form is for --network ring:P" in capsys.readouterr().err
+
+
+def test_the_simulate_command_takes_nodes_in_closed_form(tmp_path):
+    from mpicoll.simulate_cli import main
+
+    out = tmp_path / "p.json"
+    assert main(["-c", "allgather", "-a", "hierarchical", "--model",
+                 "closed-form", "--network", "ring:16", "--ranks-per-node",
+                 "4", "--ranks", "64", "-b", "64K", "-e", "64K", "--quiet",
+                 "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["records"]
+    want = predict("allgather", "hierarchical", 64, 256, 4,
+                   parse("ring:16", ranks_per_node=4), 1e-10).time
+    assert row["time_us"]["avg"] == pytest.approx(want * 1e6)
