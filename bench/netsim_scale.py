@@ -62,7 +62,7 @@ def program(collective: str, algorithm: str, size: int, count: int,
 
     sigs, runs, gaps, symmetry = network_sigs(
         rank_sig, size, keep=keep, sample=sample, symmetric=symmetric,
-        period=nodes.count(0))
+        period=nodes.count(0))  # ranks per node: the map is in blocks
     return build(sigs, runs, gaps), symmetry
 
 

@@ -8,18 +8,19 @@
         -c allgather -a hierarchical
 
 Prices each algorithm with :mod:`mpicoll.netsim.ringflow` (every round's
-flows on a ring of nodes, SimGrid's routes, link model and
-max-min shares, in closed form; ``--ranks-per-node N`` puts the ranks
-in blocks of N on ``--ranks / N`` nodes, as the simulate command does,
-and a Cartesian algorithm runs on its grid) and, with ``--compare``, runs the exact
-SimGrid simulation of the same schedules beside it
+flows on a ring of nodes, SimGrid's routes, link model and max-min
+shares, in closed form; ``--ranks-per-node N`` puts the ranks in blocks
+of N on ``--ranks / N`` nodes, as the simulate command does, and a
+Cartesian algorithm runs on the ring's grid) and, with ``--compare``,
+runs the exact SimGrid simulation of the same schedules beside it
 (:func:`mpicoll.netsim.simulate`, no approximation), to show where they
-agree. One line per algorithm and size: the predicted µs, the rounds, the
-symmetry that gave every rank's rounds (``+merged``: a round's messages
-to one peer merged, an approximation the exact run does not make), the
-seconds the closed form took, and with ``--compare`` SimGrid's µs, the
-ratio and SimGrid's wall time and peak memory. γ as the simulate
-command's default (1e-10 s per byte), the platform's default links.
+agree. One line per algorithm and size: the ring and ranks per node,
+the predicted µs, the rounds, the symmetry that gave every rank's rounds
+(``+merged``: a round's messages to one peer merged, an approximation
+the exact run does not make), the seconds the closed form took, and with
+``--compare`` SimGrid's µs, the ratio and SimGrid's wall time and peak
+memory. γ as the simulate command's default (1e-10 s per byte), the
+platform's default links.
 Exit status 1 when an algorithm is not in closed form (printed).
 """
 
@@ -63,9 +64,10 @@ def main(argv=None) -> int:
     dims = torus_dims(plat)
     spec = SPECS[args.collective]
     failed = 0
-    print("collective algorithm ranks bytes predicted_us rounds symmetry "
-          "closed_form_s" + (" simgrid_us ratio simgrid_wall_s "
-                             "simgrid_peak_mb" if args.compare else ""),
+    print("collective algorithm network ranks_per_node ranks bytes "
+          "predicted_us rounds symmetry closed_form_s"
+          + (" simgrid_us ratio simgrid_wall_s simgrid_peak_mb"
+             if args.compare else ""),
           flush=True)
     for algorithm in args.algorithm.split(","):
         for size in map(parse_size, args.size.split(",")):
@@ -79,14 +81,16 @@ def main(argv=None) -> int:
                 print(f"# {algorithm}: {e}", file=sys.stderr)
                 failed = 1
                 continue
-            line = (f"{args.collective} {algorithm} {args.ranks} "
+            line = (f"{args.collective} {algorithm} {plat.spec} "
+                    f"{args.ranks_per_node} {args.ranks} "
                     f"{spec.nbytes(count, args.ranks, ITEMSIZE)} "
                     f"{priced.time * 1e6:.2f} {priced.rounds} "
                     f"{priced.symmetry} {time.perf_counter() - t0:.1f}")
             if args.compare:
                 res = simulate(args.collective, algorithm, args.ranks, count,
                                plat, itemsize=ITEMSIZE, gamma=GAMMA,
-                               dims=dims, timeout=args.timeout, simgrid=args.simgrid)
+                               dims=dims, timeout=args.timeout,
+                               simgrid=args.simgrid)
                 line += (f" {res.time * 1e6:.2f} {priced.time / res.time:.6f}"
                          f" {res.wall:.1f} {res.maxrss_mb:.0f}")
             print(line, flush=True)

@@ -85,8 +85,11 @@ def test_ring_bench_on_nodes_equals_simgrid(simgrid, capsys):
                        "--ranks", "64", "--ranks-per-node", "4", "--size",
                        "256K", "--compare"]) == 0
     got = rows(capsys.readouterr().out)
+    assert {(r["network"], r["ranks_per_node"]) for r in got} == {
+        ("ring:16", "4")}
     assert [(r["algorithm"], r["symmetry"], r["ratio"]) for r in got] == [
-        ("hierarchical", "xor/4", "1.000000"), ("torus", "shift/4", "1.000000")]
+        ("hierarchical", "xor/4", "1.000000"),
+        ("torus", "shift/4", "1.000000")]
     with pytest.raises(SystemExit):
         bench.main(["--ranks", "64", "--ranks-per-node", "3"])
     assert "must be positive and divide --ranks" in capsys.readouterr().err
