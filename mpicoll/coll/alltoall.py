@@ -146,7 +146,16 @@ def pairwise_v(rank, size, count) -> Schedule:
     from rank 0; step 2: to and from 3; step 3: to 0, from 2; with
     ``count[1][2] == count[0][1] == 0`` step 1 drops out.
     """
-    return _pairwise(rank, size, _ragged(rank, count))
+    return pairwise_blocks(rank, size, *_ragged(rank, count))
+
+
+def pairwise_blocks(rank, size, out, into) -> Schedule:
+    """:func:`pairwise_v` from ``rank``'s own block bounds: ``out`` of its
+    ``send`` blocks (its row of the matrix), ``into`` of its ``recv``
+    blocks (its column), as :func:`~mpicoll.topo.block_bounds` gives them.
+    For a caller that knows only its row and column (the hierarchical
+    all-to-all's leaders: the nodes' whole matrix is O(p²) to build)."""
+    return _pairwise(rank, size, (out, into))
 
 
 def _merge(rows):

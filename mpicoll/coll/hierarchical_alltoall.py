@@ -110,11 +110,14 @@ def hierarchical_alltoall(rank, size, count, *, nodes) -> Schedule:
         return b.build()
 
     # The leaders' alltoallv: node g sends node h its members' blocks for
-    # h's members, source member then destination member.
-    between = tuple(tuple(sum(matrix[s][d] for s, d in _pairs(src, dst))
-                          for dst in groups) for src in groups)
-    out_bounds = block_bounds(between[g])
-    in_bounds = block_bounds(row[g] for row in between)
+    # h's members, source member then destination member. A leader needs
+    # only its node's row and column of the nodes' matrix (O(p L), where
+    # the whole matrix would be O(p²)).
+    def node_to_node(src, dst) -> int:
+        return sum(matrix[s][d] for s, d in _pairs(src, dst))
+
+    out_bounds = block_bounds(node_to_node(members, h) for h in groups)
+    in_bounds = block_bounds(node_to_node(h, members) for h in groups)
     direct = len(members) == 1 and sum(groups, ()) == tuple(range(size))
     if direct:  # the packed layouts are send's and recv's own
         packed, arrived = Span("send", 0, out_bounds[-1]), \
@@ -148,7 +151,7 @@ def hierarchical_alltoall(rank, size, count, *, nodes) -> Schedule:
     if not direct:
         _copies(b, moves(packed, True))
     Subgroup(b, [grp[0] for grp in groups]).embed(
-        alltoall.pairwise_v(g, len(groups), between),
+        alltoall.pairwise_blocks(g, len(groups), out_bounds, in_bounds),
         send=packed, recv=arrived)
     if not direct:
         _copies(b, moves(arrived, False))

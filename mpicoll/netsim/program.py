@@ -36,7 +36,10 @@ Sampled rounds (:func:`sample_rounds`)
     between the sampled ones (docs/simulation.md measures it). Every rank
     must have the same rounds count and each sampled round must be closed
     (its messages sent and received in that round, checked), so dropping
-    the others leaves every message matched.
+    the others leaves every message matched; ranks whose rounds do not
+    line up (a node's leader exchanging with the other leaders while its
+    members wait) are first padded with empty rounds until they do
+    (:func:`align`).
 
 Symmetry (:func:`symmetric_sigs`)
     Building ``p`` schedules of ``2(p-1)`` rounds (a ring at 65,536 ranks)
@@ -229,7 +232,7 @@ def sample_rounds(sigs: list[tuple[Sig, ...]], n: int, seed: int = 0):
     if total <= 2 * n:
         return sigs, ()
     rng = random.Random(seed)
-    edges = [2 + i * (total - 4) // (n - 2) for i in range(n - 1)]
+    edges = [2 + i * (total - 4) // max(1, n - 2) for i in range(n - 1)]
     starts = [0, *(rng.randrange(a, b - 1) for a, b in zip(edges, edges[1:])),
               total - 2]
     gaps = tuple(Gap(2 * i + 1, b - a - 2)
@@ -237,6 +240,88 @@ def sample_rounds(sigs: list[tuple[Sig, ...]], n: int, seed: int = 0):
                  if b > a + 2)
     picks = [k for a in starts for k in (a, a + 1)]
     return [tuple(rounds[k] for k in picks) for rounds in sigs], gaps
+
+
+EMPTY = Sig((), (), 0)  # a round that posts and reduces nothing
+
+
+def align(sigs: list[tuple[Sig, ...]], to_base=None, period: int | None = None,
+          size: int | None = None) -> list[tuple[Sig, ...]]:
+    """``sigs`` padded with empty rounds so that every message is sent and
+    received in the same round, every rank with as many rounds (what
+    :func:`sample_rounds` needs): a leader's ``m + 1`` rounds and its
+    members' two (send to the leader, receive from it) become ``m + 1``
+    each, the members idle between. A round's place is the least that is
+    after its rank's round before and equal to its messages' other ends'
+    (found by raising places until nothing changes). An empty round takes
+    no time in the replay, so the exact simulation is unchanged.
+
+    ``sigs`` may be the bases of a symmetry (:func:`find_symmetry`):
+    ``period`` of them among ``size`` ranks, ``to_base`` its relabelling
+    (a peer ``q`` is base ``q % period``'s image); by default every rank
+    is its own. Raises ValueError when a message has no other end, the
+    places never settle (one round's messages ending in different rounds
+    of one rank), or padding leaves no rank that takes part in every round
+    (a chain or a tree: its rounds do not run in step, so sampled ones
+    cannot stand for the rest)."""
+    count = len(sigs)
+    period = period or count
+    size = size or count
+    to_base = to_base or _RELABEL["shift"][0]
+    received: dict[tuple[int, int, int], int] = {}  # (base, peer, nth): round
+    for c, rounds in enumerate(sigs):
+        nth: dict[int, int] = defaultdict(int)
+        for j, rnd in enumerate(rounds):
+            for q, _ in rnd.recvs:
+                received[c, q, nth[q]] = j
+                nth[q] += 1
+    links = []  # (base, round, other end's base, its round)
+    for b, rounds in enumerate(sigs):
+        nth = defaultdict(int)
+        for k, rnd in enumerate(rounds):
+            for q, _ in rnd.sends:
+                c, offset = q % period, q - q % period
+                key = (c, to_base(b, offset, size), nth[q])
+                nth[q] += 1
+                if key not in received:
+                    raise ValueError(f"rank {b} round {k}: the send to {q} "
+                                     "has no matching receive")
+                links.append((b, k, c, received[key]))
+    place = [list(range(len(rounds))) for rounds in sigs]
+    bound = sum(map(len, sigs))
+    changed = True
+    while changed:
+        changed = False
+        for b, k, c, j in links:
+            if place[b][k] != place[c][j]:
+                place[b][k] = place[c][j] = max(place[b][k], place[c][j])
+                changed = True
+        for row in place:
+            for k in range(1, len(row)):
+                if row[k] <= row[k - 1]:
+                    row[k] = row[k - 1] + 1
+                    changed = True
+        if max((row[-1] for row in place if row), default=0) >= bound:
+            raise ValueError("the rounds cannot be aligned: one round's "
+                             "messages end in different rounds of one rank "
+                             "(sends posted at once, as a pipeline's)")
+    total = max((row[-1] + 1 for row in place if row), default=0)
+    if all(row == list(range(total)) for row in place):
+        return sigs
+    if not any(len(rounds) == total and all(r.sends or r.recvs
+                                            for r in rounds)
+               for rounds in sigs):
+        raise ValueError("the rounds cannot be aligned in step: no rank "
+                         "takes part in every round once they are (a chain "
+                         "or a tree, whose rounds cannot stand for each "
+                         "other)")
+    out = []
+    for rounds, row in zip(sigs, place):
+        padded = [EMPTY] * total
+        for k, rnd in zip(row, rounds):
+            padded[k] = rnd
+        out.append(tuple(padded))
+    return out
 
 
 def check_closed(sigs: list[tuple[Sig, ...]]) -> None:
@@ -299,14 +384,15 @@ def network_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int, *,
     (``rank_sig(r)`` builds rank r's) cut as :func:`cut_rounds` says, from
     every rank's schedule or, with ``symmetric``, from a few ranks' and a
     sample (:func:`symmetric_sigs`, which tries ``period`` too; ``symmetry``
-    None otherwise). Sampled rounds are checked closed
-    (:func:`check_closed`)."""
+    None otherwise). Before rounds are sampled they are aligned
+    (:func:`align`), and after, checked closed (:func:`check_closed`)."""
     if symmetric:
         sigs, runs, gaps, symmetry = symmetric_sigs(rank_sig, size, keep,
                                                     sample, period=period)
     else:
         symmetry = None
-        sigs, runs, gaps = cut_rounds([rank_sig(r) for r in range(size)],
+        sigs = [rank_sig(r) for r in range(size)]
+        sigs, runs, gaps = cut_rounds(sigs if sample is None else align(sigs),
                                       keep, sample)
     if sample is not None:
         check_closed(sigs)
@@ -398,11 +484,14 @@ def symmetric_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
     """``(sigs, runs, gaps, symmetry)`` for all ``size`` ranks from their
     bases' schedules and ``samples`` other sampled ranks' (``rank_sig(r)``
     builds one; :func:`find_symmetry`, with ``period``). The bases' rounds
-    are cut (:func:`cut_rounds` with ``keep`` or ``sample``; by symmetry
-    their runs are every rank's) before the other ranks are generated.
-    Raises ValueError when no symmetry fits the sample."""
+    are cut (:func:`cut_rounds` with ``keep`` or ``sample``, aligned first
+    for ``sample``: :func:`align`; by symmetry their runs are every rank's)
+    before the other ranks are generated. Raises ValueError when no
+    symmetry fits the sample."""
     name, bases = find_symmetry(rank_sig, size, samples, seed, period)
+    to_base, back, k = _relabelling(name)
+    if sample is not None:
+        bases = align(list(bases), to_base, k, size)
     bases, runs, gaps = cut_rounds(list(bases), keep, sample)
-    _, back, k = _relabelling(name)
     return ([_relabel(bases[r % k], back, r - r % k, size)
              for r in range(size)], runs, gaps, name)

@@ -12,9 +12,12 @@ import pytest
 from mpicoll.coll import lookup
 from mpicoll.netsim import PlatformError, parse, simulate
 from mpicoll.netsim.driver import simgrid_folder
+from mpicoll.netsim.driver import run_program
 from mpicoll.netsim.program import (
+    EMPTY,
     Gap,
     Sig,
+    align,
     build,
     check_closed,
     compress,
@@ -247,7 +250,43 @@ def test_sampled_rounds_exact_where_rounds_are_alike(simgrid, collective):
 
 def test_sampling_needs_closed_rounds_of_one_length(simgrid):
     with pytest.raises(ValueError, match="rounds; sampling"):
+        sample_rounds([(EMPTY,) * 6, (EMPTY,) * 5], 2)
+    # a chain pads into rounds no rank takes part in throughout
+    with pytest.raises(ValueError, match="not be aligned in step"):
         simulate("bcast", "pipelined", 8, 64, "flat:8", sample=2)
+    # the root posts every segment at once: its round meets two of rank 1's
+    with pytest.raises(ValueError, match="different rounds of one rank"):
+        simulate("bcast", "pipelined", 8, 1 << 16, "flat:8", sample=2)
+
+
+def test_leaders_and_members_aligned_for_sampling(simgrid):
+    """The leader all-to-all on nodes of 4: leaders have a gather, 15
+    exchanges and a scatter, members a send and a receive. Aligned, the
+    members wait in empty rounds, the replay's time is unchanged, every
+    rank has 17 closed rounds, and sampling takes it (node symmetry or
+    not, alike)."""
+    plat = parse("torus:4x4", ranks_per_node=4)
+    size, nodes = 64, plat.node_map(64)
+    alg = lookup("alltoall", "hierarchical")
+    sigs = [sig(alg.schedule(r, size, 256, nodes=nodes), 4)
+            for r in range(size)]
+    assert (len(sigs[0]), len(sigs[1])) == (17, 2)
+    aligned = align(sigs)
+    assert {len(rounds) for rounds in aligned} == {17}
+    assert aligned[1] == (sigs[1][0], *[EMPTY] * 15, sigs[1][1])
+    check_closed(aligned)
+    exact = run_program(build(sigs), plat, gamma=GAMMA)
+    assert run_program(build(aligned), plat, gamma=GAMMA).time == exact.time
+    every = simulate("alltoall", "hierarchical", size, 256, plat,
+                     gamma=GAMMA, sample=9)
+    assert every.rounds_cut == 0 and every.time == pytest.approx(exact.time)
+    short = simulate("alltoall", "hierarchical", size, 256, plat,
+                     gamma=GAMMA, sample=4)
+    sym = simulate("alltoall", "hierarchical", size, 256, plat,
+                   gamma=GAMMA, sample=4, symmetric=True)
+    assert sym.symmetry == "shift/4"
+    assert (sym.rounds_cut, sym.time) == (short.rounds_cut, short.time) \
+        and short.rounds_cut == 9
 
 
 def test_symmetry_needs_a_symmetric_schedule(simgrid):
