@@ -57,8 +57,8 @@ def program(collective: str, algorithm: str, size: int, count: int,
     alg = lookup(collective, algorithm)
 
     def rank_sig(rank):
-        return sig(alg.schedule(rank, size, count, nodes=nodes, dims=dims),
-                   ITEMSIZE)
+        return sig(alg.schedule(rank, size, count, nodes=nodes, dims=dims,
+                                cached=False), ITEMSIZE)
 
     sigs, runs, gaps, symmetry = network_sigs(
         rank_sig, size, keep=keep, sample=sample, symmetric=symmetric,

@@ -67,13 +67,17 @@ class Algorithm:
 
     def schedule(self, rank: int, size: int, count, *, root: int = 0,
                  commutative: bool = True, nodes=None, dims=None,
-                 **params) -> Schedule:
-        """The (cached) schedule of ``rank``; ``params`` override defaults.
+                 cached: bool = True, **params) -> Schedule:
+        """The schedule of ``rank``; ``params`` override defaults.
 
         ``nodes`` (the node of every rank, None: one node) reaches
         topology-aware builders only, ``dims`` (a Cartesian grid's
         dimensions, None: none) Cartesian ones only; the others run the
-        same everywhere.
+        same everywhere. ``cached``: keep it in the registry's cache of
+        4,096 schedules, for the MPI layer's repeated calls; False builds
+        it afresh and keeps nothing, for a caller that builds each rank's
+        once (the network simulator, whose thousands of ranks' schedules
+        the cache would otherwise hold: gigabytes at 4,096 ranks).
         """
         merged = tuple(sorted({**self.params, **params}.items()))
         if self.per_rank_counts:
@@ -82,8 +86,9 @@ class Algorithm:
             count = tuple(map(tuple, count))
         nodes = canonical_nodes(nodes, size) if self.topology else None
         dims = tuple(dims) if self.cartesian and dims is not None else None
-        return _build(self, rank, size, count, root, commutative, nodes,
-                      dims, merged)
+        build = _build if cached else _build.__wrapped__
+        return build(self, rank, size, count, root, commutative, nodes, dims,
+                     merged)
 
 
 @lru_cache(maxsize=4096)

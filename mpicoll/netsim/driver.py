@@ -144,7 +144,7 @@ def simulate(collective: str, algorithm: str, size: int, count,
 
     def rank_sig(rank):
         return sig(alg.schedule(rank, size, count, root=root, nodes=nodes,
-                                **params), itemsize)
+                                cached=False, **params), itemsize)
 
     sigs, runs, gaps, symmetry = network_sigs(
         rank_sig, size, keep=keep, sample=sample, symmetric=symmetric,

@@ -155,8 +155,9 @@ def predict(collective: str, algorithm: str, size: int, count,
     nodes = platform.node_map(size)  # PlatformError if the ranks do not fit
     alg = lookup(collective, algorithm)
     name, bases = find_symmetry(
-        lambda r: sig(alg.schedule(r, size, count, nodes=nodes, **params),
-                      itemsize), size, period=platform.ranks_per_node)
+        lambda r: sig(alg.schedule(r, size, count, nodes=nodes,
+                                   cached=False, **params), itemsize),
+        size, period=platform.ranks_per_node)
     lengths = {len(rounds) for rounds in bases}
     if len(lengths) > 1:
         raise NotClosedForm(f"the ranks of a node have {min(lengths)} to "

@@ -377,3 +377,18 @@ def test_simgrid41_predicts_what_332_does(simgrid, simgrid41, algorithm,
                    simgrid=simgrid41)
     assert new.version.startswith("4.1") and new.version != old.version
     assert new.time == pytest.approx(old.time, rel=1e-9)
+
+
+def test_simulation_builds_outside_the_schedule_cache(simgrid):
+    """The simulator builds each rank's schedule once: it leaves the
+    registry's cache (kept for the MPI layer's repeated calls) empty, and
+    what it builds is what the cache would give."""
+    from mpicoll.coll import registry
+
+    alg = lookup("allgather", "ring")
+    assert alg.schedule(3, 37, 5, cached=False) == alg.schedule(3, 37, 5)
+    registry._build.cache_clear()
+    simulate("allgather", "ring", 37, 5, "flat:37", gamma=GAMMA)
+    simulate("allgather", "ring", 37, 5, "flat:37", gamma=GAMMA, keep=2,
+             symmetric=True)
+    assert registry._build.cache_info().currsize == 0
