@@ -50,7 +50,8 @@ import numpy as np
 from mpicoll.coll import lookup
 from mpicoll.collectives import COLLECTIVES
 from mpicoll.schedule.core import Reduce, Schedule
-from mpicoll.topo import canonical_nodes, floor_pow2
+from mpicoll.schedule.symmetry import find_relabelling
+from mpicoll.topo import canonical_nodes
 
 FULL_WALK = 1 << 15  # rounds + messages over all ranks walked without sampling
 SAMPLES = 4  # random ranks compared with rank 0 (besides 1 and p-1)
@@ -235,31 +236,14 @@ def predict(collective: str, algorithm: str, size: int, count, itemsize: int,
     return graph.evaluate(network, itemsize)
 
 
-def _shift(rank: int, peer: int, size: int) -> int:
-    return (peer - rank) % size  # the label of ``peer`` seen from ``rank``
-
-
-def _xor(rank: int, peer: int, size: int) -> int:
-    return peer ^ rank
-
-
-def _signature(rank: int, rounds, size: int, rel) -> tuple:
-    """The rounds with every peer relabelled relative to ``rank``."""
-    return tuple((tuple((rel(rank, q, size), n) for q, n in s),
-                  tuple((rel(rank, q, size), n) for q, n in r), red, cop)
-                 for s, r, red, cop in rounds)
-
-
-def _symmetry(rounds, first, size: int):
-    """The relabelling (:func:`_shift` or :func:`_xor`) that turns every
-    sampled rank's schedule into rank 0's, or None."""
+def _symmetry(rounds, size: int) -> str | None:
+    """``"shift"`` or ``"xor"`` when every sampled rank's schedule is rank
+    0's with peers relabelled (:func:`mpicoll.schedule.symmetry.find_relabelling`),
+    else None."""
     picks = {1, size - 1, *random.Random(size).sample(range(1, size),
                                                       min(SAMPLES, size - 1))}
-    for rel in (_shift, _xor) if size == floor_pow2(size) else (_shift,):
-        mine = _signature(0, first, size, rel)
-        if all(_signature(r, rounds(r), size, rel) == mine for r in picks):
-            return rel
-    return None
+    found = find_relabelling(rounds, size, picks)
+    return found and found[0]
 
 
 @lru_cache(maxsize=64)
@@ -276,11 +260,11 @@ def _graph(collective, algorithm, size, count, root, commutative, nodes,
     work = size * (len(first) + sum(len(s) for s, _, _, _ in first))
     if (size > 1 and exhaustive is not True and len(set(nodes or (0,))) == 1
             and (exhaustive is False or work > FULL_WALK)):
-        rel = _symmetry(rounds, first, size)
-        if rel is not None:
+        name = _symmetry(lambda r: first if r == 0 else rounds(r), size)
+        if name is not None:
             # Rank 0's send to q is the message of its receive from the rank
             # that sees rank 0 as rank 0 sees q: -q (shift), q (xor).
-            mirror = (lambda q: q) if rel is _xor else (lambda q: -q % size)
+            mirror = (lambda q: q) if name == "xor" else (lambda q: -q % size)
             return _Graph([first], lambda i, q: q, lambda i, q: mirror(q),
                           lambda i, q: nodes is not None)
     same = (lambda i, q: nodes[i] == nodes[q]) if nodes else (lambda i, q: False)

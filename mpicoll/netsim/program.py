@@ -72,6 +72,8 @@ from collections import defaultdict
 from typing import Callable, NamedTuple
 
 from mpicoll.schedule.core import Reduce, Schedule
+from mpicoll.schedule.symmetry import RELABEL, find_relabelling, relabel, \
+    relabelling
 
 
 class Sig(NamedTuple):
@@ -267,7 +269,7 @@ def align(sigs: list[tuple[Sig, ...]], to_base=None, period: int | None = None,
     count = len(sigs)
     period = period or count
     size = size or count
-    to_base = to_base or _RELABEL["shift"][0]
+    to_base = to_base or RELABEL["shift"][0]
     received: dict[tuple[int, int, int], int] = {}  # (base, peer, nth): round
     for c, rounds in enumerate(sigs):
         nth: dict[int, int] = defaultdict(int)
@@ -360,23 +362,6 @@ def cut_rounds(sigs: list[tuple[Sig, ...]], keep: int | None = None,
     return sigs, (), ()
 
 
-_RELABEL: dict[str, tuple[Callable[[int, int, int], int], ...]] = {
-    # (to its class's base frame, back to rank r's) for a peer of rank r
-    # among p, ``o`` the offset of r from its class's base (a multiple of
-    # the period)
-    "shift": (lambda peer, o, p: (peer - o) % p,
-              lambda rel, o, p: (rel + o) % p),
-    "xor": (lambda peer, o, p: peer ^ o, lambda rel, o, p: rel ^ o),
-}
-
-
-def _relabel(rounds: tuple[Sig, ...], f, o: int, p: int) -> tuple[Sig, ...]:
-    return tuple(
-        Sig(tuple((f(q, o, p), n) for q, n in rnd.sends),
-            tuple((f(q, o, p), n) for q, n in rnd.recvs), rnd.reduce_bytes)
-        for rnd in rounds)
-
-
 def network_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int, *,
                  keep: int | None = None, sample: int | None = None,
                  symmetric: bool = False, period: int = 1):
@@ -429,34 +414,30 @@ def find_symmetry(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
     (the name then ends in ``"+merged"``, the rounds are merged, and a
     UserWarning says so: the module docstring). Raises ValueError when
     nothing fits."""
-    periods = [1] + [period] * (period > 1 and size % period == 0)
     rng = random.Random(seed)
     picks = {1, period, size - 1, size // 2}
     picks.update(rng.randrange(size) for _ in range(samples))
     built: dict[int, tuple[Sig, ...]] = {}
 
-    def rounds(r: int, merge: bool) -> tuple[Sig, ...]:
+    def rounds(r: int) -> tuple[Sig, ...]:
         if r not in built:
             built[r] = rank_sig(r)
-        return merged(built[r]) if merge else built[r]
+        return built[r]
 
     for merge in (False, True):
-        for k in periods:
-            for kind, (to_base, _) in _RELABEL.items():
-                if kind == "xor" and (size & (size - 1) or k & (k - 1)):
-                    continue
-                if all(_relabel(rounds(r, merge), to_base, r - r % k, size)
-                       == rounds(r % k, merge) for r in sorted(picks)
-                       if r >= k):
-                    name = kind + f"/{k}" * (k > 1)
-                    if merge:
-                        warnings.warn(
-                            f"the schedules of {size} ranks are symmetric "
-                            f"under a {name} only with each round's messages"
-                            " per peer merged: an approximation "
-                            "(docs/simulation.md)", stacklevel=2)
-                        name += "+merged"
-                    return name, tuple(rounds(r, merge) for r in range(k))
+        found = find_relabelling(
+            (lambda r: merged(rounds(r))) if merge else rounds, size, picks,
+            period)
+        if found is not None:
+            name, bases = found
+            if merge:
+                warnings.warn(
+                    f"the schedules of {size} ranks are symmetric under a "
+                    f"{name} only with each round's messages per peer "
+                    "merged: an approximation (docs/simulation.md)",
+                    stacklevel=2)
+                name += "+merged"
+            return name, bases
     raise ValueError(
         f"the schedules of {size} ranks are not symmetric under a shift "
         "or xor of ranks" + f" or of nodes of {period}" * (period > 1) +
@@ -468,14 +449,8 @@ def peers(name: str, relative: int, ranks, size: int):
     """The peers of ``ranks`` (a NumPy array of ranks among ``size``) that
     stand for their base's peer ``relative`` under the relabelling ``name``
     (:func:`find_symmetry`'s)."""
-    back, period = _relabelling(name)[1:]
+    back, period = relabelling(name)[1:]
     return back(relative, ranks - ranks % period, size)
-
-
-def _relabelling(name: str):
-    """``(to_base, back, period)`` for :func:`find_symmetry`'s ``name``."""
-    kind, _, period = name.removesuffix("+merged").partition("/")
-    return (*_RELABEL[kind], int(period or 1))
 
 
 def symmetric_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
@@ -489,9 +464,9 @@ def symmetric_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
     before the other ranks are generated. Raises ValueError when no
     symmetry fits the sample."""
     name, bases = find_symmetry(rank_sig, size, samples, seed, period)
-    to_base, back, k = _relabelling(name)
+    to_base, back, k = relabelling(name)
     if sample is not None:
         bases = align(list(bases), to_base, k, size)
     bases, runs, gaps = cut_rounds(list(bases), keep, sample)
-    return ([_relabel(bases[r % k], back, r - r % k, size)
+    return ([relabel(bases[r % k], back, r - r % k, size)
              for r in range(size)], runs, gaps, name)
