@@ -15,9 +15,10 @@ once per size (:mod:`mpicoll.netsim.program`, the same calls as
 :func:`mpicoll.netsim.simulate`) and replays it on each ``--network``
 (:func:`mpicoll.netsim.run_program`), one after another. One line per
 run: the predicted time, the flows simulated and the rounds charged
-without being simulated, the seconds it took to build the program (once
-per algorithm and size, repeated on each of its lines), the SimGrid
-child's wall time and peak memory, the controller's time quantum
+without being simulated, the symmetry used (``exact``: none), the peer
+offsets kept (``--sample-peers``; ``all``), the seconds it took to build
+the program (once per algorithm and size, repeated on each of its
+lines), the SimGrid child's wall time and peak memory, the controller's time quantum
 (``--quantum``, seconds; 0: exact, event-driven) and the SimGrid version
 (exit status 1 when an algorithm was skipped, ``--sample-rounds`` or
 ``--symmetric`` not fitting its schedules, or a run went over
@@ -40,7 +41,10 @@ import time
 from mpicoll.bench.cli import parse_size
 from mpicoll.bench.specs import SPECS
 from mpicoll.coll import lookup
+from mpicoll.coll.registry import Phase
+from mpicoll.collectives import COLLECTIVES
 from mpicoll.netsim import parse, run_program
+from mpicoll.netsim.driver import one_after_another
 from mpicoll.netsim.program import build, network_sigs, sig
 from mpicoll.simulate_cli import torus_dims
 
@@ -50,19 +54,22 @@ ITEMSIZE = 4  # float32
 
 def program(collective: str, algorithm: str, size: int, count: int,
             keep: int | None, sample: int | None, symmetric: bool,
-            nodes: tuple, dims: tuple | None = None):
+            nodes: tuple, dims: tuple | None = None,
+            peers: int | None = None, params=None):
     """The flows of ``algorithm`` on ``size`` ranks (rank r on node
-    ``nodes[r]``; ``dims``: a Cartesian algorithm's grid) and the symmetry
-    used, as :func:`mpicoll.netsim.simulate` builds them."""
+    ``nodes[r]``; ``dims``: a Cartesian algorithm's grid; ``peers``: the
+    sampled offsets kept; ``params``: the builder's, ``root=`` included)
+    and the symmetry used, as :func:`mpicoll.netsim.simulate` builds them."""
     alg = lookup(collective, algorithm)
 
     def rank_sig(rank):
         return sig(alg.schedule(rank, size, count, nodes=nodes, dims=dims,
-                                cached=False), ITEMSIZE)
+                                cached=False, **(params or {})), ITEMSIZE)
 
     sigs, runs, gaps, symmetry = network_sigs(
         rank_sig, size, keep=keep, sample=sample, symmetric=symmetric,
-        period=nodes.count(0))  # ranks per node: the map is in blocks
+        period=nodes.count(0),  # ranks per node: the map is in blocks
+        peers=peers)
     return build(sigs, runs, gaps), symmetry
 
 
@@ -88,6 +95,14 @@ def main(argv=None) -> int:
                         "interpolate the others (rounds that all differ)")
     p.add_argument("--symmetric", action="store_true",
                    help="build rank 0's schedule and a sample only")
+    p.add_argument("--sample-peers", type=int, metavar="N",
+                   help="keep the messages of N sampled peer offsets, each "
+                        "carrying its stratum's bytes (the linear "
+                        "algorithms' one round of many messages)")
+    p.add_argument("--phases", action="store_true",
+                   help="an algorithm declared as collectives run one after "
+                        "the other (scatter_allgather), phase by phase, "
+                        "--symmetric for the unrooted ones; times added")
     p.add_argument("--simgrid", metavar="DIR",
                    help="folder of the SimGrid module (default: the venv's)")
     p.add_argument("--quantum", type=float, default=0.0, metavar="SECONDS",
@@ -100,6 +115,8 @@ def main(argv=None) -> int:
         p.error("--keep and --sample-rounds: use one")
     if args.sample_rounds is not None and args.sample_rounds < 2:
         p.error("--sample-rounds must be >= 2 (the first and last pairs)")
+    if args.sample_peers is not None and args.sample_peers < 1:
+        p.error("--sample-peers must be >= 1")
     if not math.isfinite(args.quantum) or args.quantum < 0:
         p.error("--quantum must be a finite number >= 0")
     if args.ranks_per_node < 1:
@@ -112,7 +129,7 @@ def main(argv=None) -> int:
     spec = SPECS[args.collective]
     failed = 0
     print("collective algorithm network ranks bytes predicted_us flows "
-          "rounds_cut symmetry build_s simgrid_wall_s simgrid_peak_mb "
+          "rounds_cut symmetry peers build_s simgrid_wall_s simgrid_peak_mb "
           "quantum_s simgrid", flush=True)
     for algorithm in args.algorithm.split(","):
         alg = lookup(args.collective, algorithm)
@@ -137,30 +154,39 @@ def run(args, algorithm: str, count: int, nodes: tuple, dims, platforms
     """Build ``algorithm``'s program once and replay it on each of
     ``platforms``, a line each; 1 if it was skipped or a run timed out."""
     spec, failed = SPECS[args.collective], 0
+    alg = lookup(args.collective, algorithm)
+    parts = alg.phases_of(args.ranks, count) if args.phases else None
     t0 = time.perf_counter()
     try:
-        prog, symmetry = program(args.collective, algorithm, args.ranks,
-                                 count, args.keep, args.sample_rounds,
-                                 args.symmetric, nodes, dims)
+        programs = [program(
+            part.collective, part.algorithm, args.ranks, part.count,
+            args.keep, args.sample_rounds,
+            args.symmetric and not (parts and
+                                    COLLECTIVES[part.collective].rooted),
+            nodes, dims, args.sample_peers, part.params)
+            for part in parts or [Phase(args.collective, algorithm, count,
+                                        {})]]
     except ValueError as e:
         print(f"# {algorithm} skipped: {e}", file=sys.stderr)
         return 1
     built = time.perf_counter() - t0
     for plat in platforms:
         try:
-            res = run_program(prog, plat, gamma=GAMMA, itemsize=ITEMSIZE,
-                              quantum=args.quantum, timeout=args.timeout,
-                              simgrid=args.simgrid)
+            ran = [run_program(prog, plat, gamma=GAMMA, itemsize=ITEMSIZE,
+                               quantum=args.quantum, timeout=args.timeout,
+                               simgrid=args.simgrid)._replace(symmetry=sym)
+                   for prog, sym in programs]
         except TimeoutError as e:
             print(f"# {algorithm} on {plat.spec}: {e}", file=sys.stderr)
             failed = 1
             continue
+        res = one_after_another(ran) if parts else ran[0]
         print(f"{args.collective} {algorithm} {plat.spec} {args.ranks} "
               f"{spec.nbytes(count, args.ranks, ITEMSIZE)} "
               f"{res.time * 1e6:.2f} {res.flows} {res.rounds_cut} "
-              f"{symmetry or 'exact'} {built:.1f} {res.wall:.1f} "
-              f"{res.maxrss_mb:.0f} {res.quantum:g} {res.version}",
-              flush=True)
+              f"{res.symmetry or 'exact'} {args.sample_peers or 'all'} "
+              f"{built:.1f} {res.wall:.1f} {res.maxrss_mb:.0f} "
+              f"{res.quantum:g} {res.version}", flush=True)
     return failed
 
 

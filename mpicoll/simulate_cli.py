@@ -40,7 +40,11 @@ at once, so a linear algorithm pays the latency once for its p-1 messages.
 ended messages every Q simulated seconds instead of at every instant one
 ends (:func:`mpicoll.netsim.simulate`): faster where many flows end at
 many instants, and an approximation, within (rounds) × Q without
-contention; the table titles, JSON header and rules source say it.
+contention; the table titles, JSON header and rules source say it, as
+they say ``--sample-peers N`` (SimGrid only: the linear algorithms' one
+round of p-1 messages per rank simulated with N of them, each carrying
+the bytes of the offsets it stands for: :mod:`mpicoll.netsim.peer_sample`).
+The SimGrid options are :mod:`mpicoll.simgrid_options`.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ import time
 import numpy as np
 
 import mpicoll
+from mpicoll import simgrid_options
 from mpicoll.bench import plot as plotting
 from mpicoll.bench.cli import COLUMNS, _show_rows, parse_size, sizes, summary
 from mpicoll.bench.specs import DTYPES, SPECS
@@ -111,35 +116,7 @@ def _parser() -> argparse.ArgumentParser:
       help="analytic, with --calibration (measured with one rank on each "
            "of two nodes) and --ranks-per-node above 1: a calibration of "
            "two ranks on one node, for the messages inside a node")
-    a("--keep", type=int, metavar="K",
-      help="simgrid: simulate K rounds of each run of identical rounds and "
-           "extrapolate (default: all)")
-    a("--sample-rounds", type=int, metavar="N",
-      help="simgrid: simulate N pairs of consecutive rounds (first and "
-           "last included) and interpolate the others' durations, for "
-           "schedules whose rounds all differ (default: all)")
-    a("--symmetric", action="store_true",
-      help="simgrid: build rank 0's schedule (or node 0's ranks') and a "
-           "sample, relabel the rest")
-    a("--send-overhead", type=float, default=0.0, metavar="SECONDS",
-      help="simgrid: CPU time each send costs its sender before it enters "
-           "the network, one send after another (LogP's o; SMPI's "
-           "smpi/ois): a rank's i-th message of a round (i = 0, 1, ...) "
-           "leaves (i+1)*SECONDS after the round starts, so an algorithm "
-           "posting p-1 messages at once pays p-1 overheads; receives cost "
-           "nothing; default 0 (all of a round's messages start together)")
-    a("--quantum", type=float, default=0.0, metavar="SECONDS",
-      help="simgrid: the controller looks for ended messages every SECONDS "
-           "of simulated time (and at reductions' ends) instead of at each "
-           "instant one ends, so a rank's next round starts up to SECONDS "
-           "late: faster when many flows end at many instants, an "
-           "approximation; default 0 (exact, event-driven)")
-    a("--timeout", type=float, default=300.0, metavar="SECONDS",
-      help="simgrid: limit per run; default 300")
-    a("--simgrid", metavar="DIR",
-      help="simgrid: folder of the SimGrid module to run (4.1: "
-           "scripts/simgrid41.sh --print-dir); default $MPICOLL_SIMGRID, "
-           "else the venv's")
+    simgrid_options.add_arguments(a)
     a("--json", metavar="FILE")
     a("--plot", metavar="FILE.png",
       help="time by size per algorithm, a panel per collective and rank "
@@ -187,26 +164,9 @@ def parse_args(argv) -> argparse.Namespace:
          "-f must be > 1"),
         (min(args.alpha, args.gamma) < 0 or args.beta <= 0,
          "--alpha and --gamma must be >= 0, --beta > 0"),
-        (args.keep is not None and args.keep < 2, "--keep must be >= 2"),
-        (args.sample_rounds is not None and args.sample_rounds < 2,
-         "--sample-rounds must be >= 2 (the first and last pairs)"),
-        (args.sample_rounds is not None and args.keep is not None,
-         "--keep and --sample-rounds are two ways to leave rounds out: "
-         "use one"),
-        (args.sample_rounds is not None and args.model != "simgrid",
-         "--sample-rounds is for --model simgrid"),
-        (not math.isfinite(args.send_overhead) or args.send_overhead < 0,
-         "--send-overhead must be a finite number >= 0"),
-        (args.send_overhead and args.model != "simgrid",
-         "--send-overhead is for --model simgrid (the analytic model "
-         "charges --alpha per message)"),
-        (not math.isfinite(args.quantum) or args.quantum < 0,
-         "--quantum must be a finite number >= 0"),
-        (args.quantum and args.model != "simgrid",
-         "--quantum is for --model simgrid (the analytic model has no "
-         "events to quantize)"),
         (args.plot is not None and not plotting.available(),
-         "--plot needs matplotlib (pip install 'mpicoll[plot]')")]
+         "--plot needs matplotlib (pip install 'mpicoll[plot]')"),
+        *simgrid_options.problems(args)]
     for bad, message in problems:
         if bad:
             p.error(message)
@@ -329,12 +289,8 @@ def predicted_seconds(args, collective: str, algorithm: str, size: int,
     from mpicoll.netsim import simulate
 
     return simulate(collective, algorithm, size, count, args.platform,
-                    itemsize=itemsize, gamma=args.gamma, keep=args.keep,
-                    sample=args.sample_rounds,
-                    dims=dims, send_overhead=args.send_overhead,
-                    quantum=args.quantum,
-                    symmetric=args.symmetric, timeout=args.timeout,
-                    simgrid=args.simgrid).time
+                    itemsize=itemsize, gamma=args.gamma, dims=dims,
+                    **simgrid_options.simulate_kwargs(args)).time
 
 
 def record(args, collective: str, algorithm: str, size: int, count,
@@ -360,9 +316,9 @@ def record(args, collective: str, algorithm: str, size: int, count,
 
 def model_name(args) -> str:
     """The model as titles and rules sources name it: ``simgrid model``,
-    with ``, quantum Q s`` when ``--quantum`` made it approximate."""
-    name = f"{args.model} model"
-    return f"{name}, quantum {args.quantum:g} s" if args.quantum else name
+    with ``, quantum Q s`` and ``, N sampled peers`` when ``--quantum``
+    and ``--sample-peers`` made it approximate."""
+    return f"{args.model} model" + simgrid_options.approximations(args)
 
 
 def run(args) -> list[dict]:
@@ -413,9 +369,7 @@ def header(args, argv) -> dict:
             "calibration": args.calibrated and args.calibrated.description,
             "calibration_intra": (args.calibrated_intra
                                   and args.calibrated_intra.description),
-            "keep": args.keep, "sample_rounds": args.sample_rounds,
-            "send_overhead": args.send_overhead, "quantum": args.quantum,
-            "symmetric": args.symmetric,
+            **simgrid_options.header_fields(args),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "command": " ".join([sys.executable, "-m", "mpicoll.simulate",
                                  *argv])}

@@ -8,7 +8,7 @@ broadcast that allreduce reuses.
 from __future__ import annotations
 
 from mpicoll.coll.allgather import recursive_doubling_steps, ring_steps
-from mpicoll.coll.registry import register
+from mpicoll.coll.registry import Phase, register
 from mpicoll.coll.scatter import binomial_scatter_steps
 from mpicoll.schedule.core import Schedule, ScheduleBuilder, Span
 from mpicoll.topo import binomial_children, binomial_parent, block_partition
@@ -77,7 +77,21 @@ def binomial(rank, size, count, *, root) -> Schedule:
 _ALLGATHERS = {"ring": ring_steps, "recursive_doubling": recursive_doubling_steps}
 
 
-@register("bcast", "scatter_allgather", allgather="ring")
+def scatter_allgather_phases(size, count, *, root, allgather) -> list[Phase]:
+    """:func:`scatter_allgather` as the two registered collectives it runs:
+    the binomial scatter of ``p`` blocks from ``root``, then the allgather
+    of the blocks; ``scatter``/``allgather`` where the blocks are equal,
+    ``scatterv``/``allgatherv`` with the blocks' counts where not."""
+    counts = tuple(block_partition(count, size))
+    if len(set(counts)) == 1:
+        return [Phase("scatter", "binomial", counts[0], {"root": root}),
+                Phase("allgather", allgather, counts[0], {})]
+    return [Phase("scatterv", "binomial", counts, {"root": root}),
+            Phase("allgatherv", allgather, counts, {})]
+
+
+@register("bcast", "scatter_allgather", allgather="ring",
+          phases=scatter_allgather_phases)
 def scatter_allgather(rank, size, count, *, root, allgather) -> Schedule:
     """Van de Geijn: binomial scatter of ``p`` blocks, then an allgather.
 

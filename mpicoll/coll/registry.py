@@ -22,19 +22,38 @@ builders registered with ``cartesian=True`` also get ``dims=``, the
 dimensions of the caller's Cartesian communicator (``Get_topo``, MPI's
 order: the last coordinate varies fastest), or of the grid a simulation
 names, None when there are none. Schedules are cached per argument tuple.
+
+An algorithm that runs two collectives one after the other (van de Geijn's
+broadcast: a scatter, then an allgather) may declare them (``phases=``, a
+function of ``(size, count, root=, **params)`` returning its
+:class:`Phase` list, or None where the schedule is not their
+concatenation): its schedule then sends exactly their messages, phase after
+phase, up to empty rounds (tested), which lets the network simulator take
+each phase with its own shortcuts (the allgather's symmetry) where the
+whole schedule has none.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable
+from typing import Callable, NamedTuple
 from collections.abc import Mapping
 
 from mpicoll.collectives import COLLECTIVES
 from mpicoll.schedule.core import Schedule
 from mpicoll.schedule.layout import block_counts
 from mpicoll.topo import canonical_nodes
+
+
+class Phase(NamedTuple):
+    """One registered collective's algorithm that a composed algorithm
+    runs (:attr:`Algorithm.phases`), with its count and parameters."""
+
+    collective: str
+    algorithm: str
+    count: object
+    params: Mapping[str, object]
 
 
 @dataclass(frozen=True, eq=False)  # registry singletons: hash by identity
@@ -47,6 +66,7 @@ class Algorithm:
     topology: bool = False  # the builder takes nodes= (which rank is where)
     per_rank_counts: bool = False  # the builder takes the per-rank tuple
     cartesian: bool = False  # the builder takes dims= (a Cartesian grid)
+    phases: Callable[..., list[Phase] | None] | None = None  # see module doc
 
     @property
     def native(self) -> bool:
@@ -90,6 +110,18 @@ class Algorithm:
         return build(self, rank, size, count, root, commutative, nodes, dims,
                      merged)
 
+    def phases_of(self, size: int, count, *, root: int = 0, nodes=None,
+                  dims=None, **params) -> list[Phase] | None:
+        """The collectives this algorithm's schedule runs one after the
+        other for these arguments (``params`` override defaults), or None:
+        none declared, or the schedule is not their concatenation here.
+        ``nodes`` and ``dims`` are taken as :meth:`schedule` takes them;
+        no algorithm that declares phases reads them."""
+        if self.phases is None:
+            return None
+        return self.phases(size, count, root=root,
+                           **{**self.params, **params})
+
 
 @lru_cache(maxsize=4096)
 def _build(alg: Algorithm, rank, size, count, root, commutative, nodes,
@@ -113,10 +145,13 @@ _REGISTRY: dict[str, dict[str, Algorithm]] = {
 
 
 def register(collectives, name: str, *, commutative_only: bool = False,
-             topology: bool = False, cartesian: bool = False, **params):
+             topology: bool = False, cartesian: bool = False, phases=None,
+             **params):
     """Decorator: register a builder under ``name`` for one or more
     collectives; ``topology=True`` for builders that take ``nodes=``,
-    ``cartesian=True`` for those that take ``dims=``."""
+    ``cartesian=True`` for those that take ``dims=``, ``phases`` for
+    those that run registered collectives one after the other (the module
+    docstring)."""
     if isinstance(collectives, str):
         collectives = (collectives,)
     per_rank = any(COLLECTIVES[c].counts == "per_rank" for c in collectives)
@@ -127,7 +162,7 @@ def register(collectives, name: str, *, commutative_only: bool = False,
                 raise ValueError(f"{c} algorithm {name!r} registered twice")
             _REGISTRY[c][name] = Algorithm(
                 c, name, build, commutative_only, dict(params), topology,
-                per_rank, cartesian
+                per_rank, cartesian, phases
             )
         return build
 

@@ -67,6 +67,7 @@ from typing import NamedTuple
 import numpy as np
 
 from mpicoll.coll import lookup
+from mpicoll.collectives import COLLECTIVES
 from mpicoll.netsim import replay
 from mpicoll.netsim.platform import Platform, parse
 from mpicoll.netsim.program import Program, build, network_sigs, sig
@@ -89,6 +90,7 @@ class Result(NamedTuple):
     maxrss_mb: float  # the child process's peak memory
     version: str  # the SimGrid that ran it ("3.32.0", "4.1.0")
     quantum: float  # the controller's time quantum, s (0: event-driven)
+    phases: int = 1  # phases simulated one after the other (1: whole)
 
 
 def calibrate_gamma(itemsize: int = 4, n_bytes: int = 1 << 23) -> float:
@@ -109,9 +111,11 @@ def simulate(collective: str, algorithm: str, size: int, count,
              platform: Platform | str, *, itemsize: int = 4, root: int = 0,
              gamma: float | None = None, keep: int | None = None,
              sample: int | None = None, symmetric: bool = False,
-             model_factors: bool = False, send_overhead: float = 0.0,
-             quantum: float = 0.0, timeout: float | None = None,
-             simgrid: str | None = None, **params) -> Result:
+             peers: int | None = None, phases: bool = False,
+             model_factors: bool = False,
+             send_overhead: float = 0.0, quantum: float = 0.0,
+             timeout: float | None = None, simgrid: str | None = None,
+             **params) -> Result:
     """Simulate ``algorithm`` of ``collective`` on ``size`` ranks.
 
     ``count`` as in :mod:`mpicoll.schedule.layout`, ``itemsize`` bytes per
@@ -127,7 +131,17 @@ def simulate(collective: str, algorithm: str, size: int, count,
     ranks' rounds do not allow it); None is exact.
     ``symmetric``: build rank 0's schedule (or a node's ranks', where
     schedules repeat from node to node) and a sample only
-    (:func:`mpicoll.netsim.program.symmetric_sigs`). ``send_overhead``:
+    (:func:`mpicoll.netsim.program.symmetric_sigs`). ``peers``: keep the
+    messages of that many sampled offsets, each carrying its stratum's
+    bytes (:func:`mpicoll.netsim.peer_sample.sample_peers`: the linear
+    algorithms; not with ``send_overhead``, whose left-out sends would
+    not be charged); None is exact. ``phases``: where the algorithm is
+    declared as registered collectives run one after the other
+    (:meth:`mpicoll.coll.registry.Algorithm.phases_of`: van de Geijn's
+    broadcast), simulate each alone with these options (``symmetric``
+    only for the unrooted ones: a root breaks every relabelling) and add
+    them up (:func:`one_after_another`); the whole schedule otherwise.
+    ``send_overhead``:
     seconds each send costs its sender before it enters the network (see
     the module docstring; 0: none). ``quantum``: the controller's time
     quantum in seconds (see the module docstring; 0: exact). ``timeout``:
@@ -135,11 +149,25 @@ def simulate(collective: str, algorithm: str, size: int, count,
     module to use (default ``$MPICOLL_SIMGRID``, else the venv's).
     ``params`` go to the schedule builder.
     """
+    if peers is not None and send_overhead:
+        raise ValueError("sampled peers leave sends out, whose send overhead "
+                         "would not be charged: use one or the other")
     if isinstance(platform, str):
         platform = parse(platform)
     alg = lookup(collective, algorithm)
     if alg is None or alg.native:
         raise KeyError(f"no hand-built {collective} algorithm {algorithm!r}")
+    parts = alg.phases_of(size, count, root=root, **params) if phases \
+        else None
+    if parts:
+        gamma = calibrate_gamma(itemsize) if gamma is None else gamma
+        return one_after_another([simulate(
+            part.collective, part.algorithm, size, part.count, platform,
+            itemsize=itemsize, gamma=gamma, keep=keep, sample=sample,
+            symmetric=symmetric and not COLLECTIVES[part.collective].rooted,
+            peers=peers, model_factors=model_factors,
+            send_overhead=send_overhead, quantum=quantum, timeout=timeout,
+            simgrid=simgrid, **part.params) for part in parts])
     nodes = platform.node_map(size)
 
     def rank_sig(rank):
@@ -148,12 +176,33 @@ def simulate(collective: str, algorithm: str, size: int, count,
 
     sigs, runs, gaps, symmetry = network_sigs(
         rank_sig, size, keep=keep, sample=sample, symmetric=symmetric,
-        period=platform.ranks_per_node)
+        period=platform.ranks_per_node, peers=peers)
     result = run_program(build(sigs, runs, gaps), platform, gamma=gamma,
                          itemsize=itemsize, model_factors=model_factors,
                          send_overhead=send_overhead, quantum=quantum,
                          timeout=timeout, simgrid=simgrid)
     return result._replace(symmetry=symmetry)
+
+
+def one_after_another(parts: list[Result]) -> Result:
+    """Phases simulated alone as one result: each starts when the one
+    before has ended on every rank, so a rank finishes at the earlier
+    phases' times plus its own in the last. An approximation of the whole
+    schedule, in which a rank starts the next phase as soon as it and the
+    peers it needs are done (docs/simulation.md measures it). Flows, cut
+    rounds and wall times add up; the symmetry names are joined with
+    ``+`` (``exact`` for a phase without one)."""
+    before = sum(part.time for part in parts[:-1])
+    last = parts[-1]
+    return last._replace(
+        time=before + last.time,
+        finish=tuple(before + t for t in last.finish),
+        flows=sum(part.flows for part in parts),
+        rounds_cut=sum(part.rounds_cut for part in parts),
+        symmetry="+".join(part.symmetry or "exact" for part in parts),
+        wall=sum(part.wall for part in parts),
+        maxrss_mb=max(part.maxrss_mb for part in parts),
+        phases=len(parts))
 
 
 def run_program(program: Program, platform: Platform, *,

@@ -9,7 +9,9 @@ of ranks match in posting order, as in MPI) into a :class:`Program`: one
 flow per message, and for each rank and round the flows it waits for.
 
 Three reductions make large rank counts affordable; all are approximations
-the caller asks for and :mod:`mpicoll.netsim.driver` reports:
+the caller asks for and :mod:`mpicoll.netsim.driver` reports (a fourth,
+for the linear algorithms' single round of ``p - 1`` messages per rank,
+is :mod:`mpicoll.netsim.peer_sample`):
 
 Repeated rounds (:func:`compress`)
     Where consecutive rounds are identical on every rank (same peers, same
@@ -71,6 +73,7 @@ import warnings
 from collections import defaultdict
 from typing import Callable, NamedTuple
 
+from mpicoll.netsim.peer_sample import sample_peers
 from mpicoll.schedule.core import Reduce, Schedule
 from mpicoll.schedule.symmetry import RELABEL, find_relabelling, relabel, \
     relabelling
@@ -326,6 +329,20 @@ def align(sigs: list[tuple[Sig, ...]], to_base=None, period: int | None = None,
     return out
 
 
+def aligned_where_possible(sigs: list[tuple[Sig, ...]]
+                           ) -> list[tuple[Sig, ...]]:
+    """``sigs`` aligned (:func:`align`) where they can be, so that a run of
+    identical rounds that ranks reach at different rounds (the ring of van
+    de Geijn's broadcast, which a scatter's leaves start before its root)
+    lines up for :func:`compress`; as they are where they cannot be (a
+    pipeline, a chain). An empty round takes no time in the replay, so the
+    exact run is the same either way."""
+    try:
+        return align(sigs)
+    except ValueError:
+        return sigs
+
+
 def check_closed(sigs: list[tuple[Sig, ...]]) -> None:
     """Raise ValueError unless every message is sent and received in the
     same round (what :func:`sample_rounds` needs of the rounds it keeps)."""
@@ -364,21 +381,31 @@ def cut_rounds(sigs: list[tuple[Sig, ...]], keep: int | None = None,
 
 def network_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int, *,
                  keep: int | None = None, sample: int | None = None,
-                 symmetric: bool = False, period: int = 1):
+                 symmetric: bool = False, period: int = 1,
+                 peers: int | None = None):
     """``(sigs, runs, gaps, symmetry)``: the rounds of ``size`` ranks
     (``rank_sig(r)`` builds rank r's) cut as :func:`cut_rounds` says, from
     every rank's schedule or, with ``symmetric``, from a few ranks' and a
     sample (:func:`symmetric_sigs`, which tries ``period`` too; ``symmetry``
-    None otherwise). Before rounds are sampled they are aligned
-    (:func:`align`), and after, checked closed (:func:`check_closed`)."""
+    None otherwise). ``peers``: keep the messages of that many sampled
+    offsets only (:func:`mpicoll.netsim.peer_sample.sample_peers`); None
+    keeps all. Before rounds are sampled they are aligned
+    (:func:`align`), and after, checked closed (:func:`check_closed`);
+    before runs are cut, aligned where they can be
+    (:func:`aligned_where_possible`)."""
     if symmetric:
-        sigs, runs, gaps, symmetry = symmetric_sigs(rank_sig, size, keep,
-                                                    sample, period=period)
+        sigs, runs, gaps, symmetry = symmetric_sigs(
+            rank_sig, size, keep, sample, period=period, peers=peers)
     else:
         symmetry = None
         sigs = [rank_sig(r) for r in range(size)]
-        sigs, runs, gaps = cut_rounds(sigs if sample is None else align(sigs),
-                                      keep, sample)
+        if peers is not None:
+            sigs = sample_peers(sigs, size, peers)
+        if sample is not None:
+            sigs = align(sigs)
+        elif keep is not None:
+            sigs = aligned_where_possible(sigs)
+        sigs, runs, gaps = cut_rounds(sigs, keep, sample)
     if sample is not None:
         check_closed(sigs)
     return sigs, runs, gaps, symmetry
@@ -455,16 +482,25 @@ def peers(name: str, relative: int, ranks, size: int):
 
 def symmetric_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
                    keep: int | None = None, sample: int | None = None,
-                   samples: int = 8, seed: int = 0, period: int = 1):
+                   samples: int = 8, seed: int = 0, period: int = 1,
+                   peers: int | None = None):
     """``(sigs, runs, gaps, symmetry)`` for all ``size`` ranks from their
     bases' schedules and ``samples`` other sampled ranks' (``rank_sig(r)``
-    builds one; :func:`find_symmetry`, with ``period``). The bases' rounds
-    are cut (:func:`cut_rounds` with ``keep`` or ``sample``, aligned first
+    builds one; :func:`find_symmetry`, with ``period``). With ``peers``
+    the bases keep the messages of that many sampled offsets
+    (:func:`mpicoll.netsim.peer_sample.sample_peers`), which a shift
+    carries to every rank: ValueError under another symmetry. The bases'
+    rounds are cut (:func:`cut_rounds` with ``keep`` or ``sample``, aligned first
     for ``sample``: :func:`align`; by symmetry their runs are every rank's)
     before the other ranks are generated. Raises ValueError when no
     symmetry fits the sample."""
     name, bases = find_symmetry(rank_sig, size, samples, seed, period)
     to_base, back, k = relabelling(name)
+    if peers is not None:
+        if not name.startswith("shift"):
+            raise ValueError(f"sampled peers need schedules symmetric under a "
+                             f"shift of ranks; these are under a {name}")
+        bases = sample_peers(list(bases), size, peers)
     if sample is not None:
         bases = align(list(bases), to_base, k, size)
     bases, runs, gaps = cut_rounds(list(bases), keep, sample)
