@@ -179,6 +179,22 @@ def test_flat_network_is_alpha_beta(simgrid, algorithm, p):
     assert res.rounds_cut == 0
 
 
+def test_a_long_path_is_capped_by_the_tcp_window(simgrid):
+    """SimGrid's TCP window bound stays on: one flow of 1 GiB over 2,000
+    links of a ring (1 ms) moves at 4 MiB / (2 × 1 ms), not at the link's
+    12.5 GB/s; over 100 links the bound is above the link and L + n/B
+    holds."""
+    plat = parse("ring:4096")
+    for hops, capped in [(2000, True), (100, False)]:
+        sigs = [(Sig((), (), 0),) for _ in range(plat.nodes)]
+        sigs[0] = (Sig(((hops, 1 << 30),), (), 0),)
+        sigs[hops] = (Sig((), ((0, 1 << 30),), 0),)
+        lat = hops * plat.latency
+        rate = 4 * 2**20 / (2 * lat) if capped else plat.bandwidth
+        assert run_program(build(sigs), plat, gamma=0).time == \
+            pytest.approx(lat + (1 << 30) / rate, rel=1e-6)
+
+
 def test_contended_network_is_slower(simgrid):
     """Recursive doubling on a ring: distant partners share links."""
     count = 1 << 16
