@@ -18,8 +18,9 @@ run: the predicted time, the flows simulated and the rounds charged
 without being simulated, the symmetry used (``exact``: none), the peer
 offsets kept (``--sample-peers``; ``all``), the seconds it took to build
 the program (once per algorithm and size, repeated on each of its
-lines), the SimGrid child's wall time and peak memory, the controller's time quantum
-(``--quantum``, seconds; 0: exact, event-driven) and the SimGrid version
+lines), the SimGrid child's wall time and peak memory, the controller's
+time quantum (``--quantum``, seconds; 0: exact, event-driven) and the
+SimGrid version
 (exit status 1 when an algorithm was skipped, ``--sample-rounds`` or
 ``--symmetric`` not fitting its schedules, or a run went over
 ``--timeout``). Rank ``r`` sits on node ``r // N`` (``--ranks-per-node
@@ -42,7 +43,6 @@ from mpicoll.bench.cli import parse_size
 from mpicoll.bench.specs import SPECS
 from mpicoll.coll import lookup
 from mpicoll.coll.registry import Phase
-from mpicoll.collectives import COLLECTIVES
 from mpicoll.netsim import parse, run_program
 from mpicoll.netsim.driver import one_after_another
 from mpicoll.netsim.program import build, network_sigs, sig
@@ -161,8 +161,7 @@ def run(args, algorithm: str, count: int, nodes: tuple, dims, platforms
         programs = [program(
             part.collective, part.algorithm, args.ranks, part.count,
             args.keep, args.sample_rounds,
-            args.symmetric and not (parts and
-                                    COLLECTIVES[part.collective].rooted),
+            args.symmetric and not (parts and part.rooted),
             nodes, dims, args.sample_peers, part.params)
             for part in parts or [Phase(args.collective, algorithm, count,
                                         {})]]

@@ -43,8 +43,10 @@ many instants, and an approximation, within (rounds) × Q without
 contention; the table titles, JSON header and rules source say it, as
 they say ``--sample-peers N`` (SimGrid only: the linear algorithms' one
 round of p-1 messages per rank simulated with N of them, each carrying
-the bytes of the offsets it stands for: :mod:`mpicoll.netsim.peer_sample`).
-The SimGrid options are :mod:`mpicoll.simgrid_options`.
+the bytes of the offsets it stands for: :mod:`mpicoll.netsim.peer_sample`)
+and ``--phases`` (SimGrid only: an algorithm declared as collectives run
+one after the other simulated phase by phase, the times added). The
+SimGrid options are :mod:`mpicoll.simgrid_options`.
 """
 
 from __future__ import annotations

@@ -55,6 +55,12 @@ class Phase(NamedTuple):
     count: object
     params: Mapping[str, object]
 
+    @property
+    def rooted(self) -> bool:
+        """Whether the phase's collective has a root (which breaks every
+        relabelling of ranks the simulator's symmetry looks for)."""
+        return COLLECTIVES[self.collective].rooted
+
 
 @dataclass(frozen=True, eq=False)  # registry singletons: hash by identity
 class Algorithm:

@@ -70,7 +70,6 @@ from typing import NamedTuple
 import numpy as np
 
 from mpicoll.coll import lookup
-from mpicoll.collectives import COLLECTIVES
 from mpicoll.netsim import replay
 from mpicoll.netsim.platform import Platform, parse
 from mpicoll.netsim.program import Program, build, network_sigs, sig
@@ -167,7 +166,7 @@ def simulate(collective: str, algorithm: str, size: int, count,
         return one_after_another([simulate(
             part.collective, part.algorithm, size, part.count, platform,
             itemsize=itemsize, gamma=gamma, keep=keep, sample=sample,
-            symmetric=symmetric and not COLLECTIVES[part.collective].rooted,
+            symmetric=symmetric and not part.rooted,
             peers=peers, model_factors=model_factors,
             send_overhead=send_overhead, quantum=quantum, timeout=timeout,
             simgrid=simgrid, **part.params) for part in parts])

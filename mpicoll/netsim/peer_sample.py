@@ -28,10 +28,10 @@ each flow's rate by its TCP window over the path's round trip
 (``network/TCP-gamma``, 4 MiB / (2 × latency) by default): a sampled
 flow carrying many offsets' bytes over hundreds of links is held back
 where the flows it stands for were not (the linear broadcast on
-``ring:65536``, ten times too slow). Only for schedules
-whose every rank has its messages in one round: in a schedule of several
-rounds a dropped offset is a round's only message (a ring's neighbour),
-not one of many alike.
+``ring:65536``, ten times too slow). Only for schedules whose every rank
+has its messages in one round: in a schedule of several rounds a dropped
+offset is a round's only message (a ring's neighbour), not one of many
+alike.
 """
 
 from __future__ import annotations
@@ -55,9 +55,9 @@ def peer_offsets(size: int, n: int, seed: int = 0) -> dict[int, int]:
 def sample_peers(sigs: list[tuple], size: int, n: int,
                  seed: int = 0) -> list[tuple]:
     """``sigs`` (rank ``i``'s rounds of :class:`mpicoll.netsim.program.Sig`
-    at index ``i``: every rank's, or the
-    bases of a shift symmetry) with only the messages of :func:`peer_offsets`
-    kept, each carrying its bytes times its offset's weight. Raises
+    at index ``i``: every rank's, or the bases of a shift symmetry) with
+    only the messages of :func:`peer_offsets` kept, each carrying its bytes
+    times its offset's weight. Raises
     ValueError naming the rank where a rank has messages in more than one
     round (see the module docstring)."""
     weight = peer_offsets(size, n, seed)
