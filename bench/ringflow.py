@@ -1,4 +1,4 @@
-"""Symmetric schedules on ``ring:P`` in closed form, beside SimGrid.
+"""Symmetric schedules on rings, tori and hypercubes in closed form, beside SimGrid.
 
     python bench/ringflow.py --ranks 65536 -c allreduce \\
         -a recursive_doubling,rabenseifner
@@ -6,6 +6,8 @@
         --compare --simgrid "$(scripts/simgrid41.sh --print-dir)"
     python bench/ringflow.py --ranks 65536 --ranks-per-node 8 \\
         -c allgather -a hierarchical
+    python bench/ringflow.py --ranks 65536 -c alltoall -a linear \\
+        --network torus:16x64x64 --spread even
 
 Prices each algorithm with :mod:`mpicoll.netsim.ringflow` (every round's
 flows on a ring of nodes, SimGrid's routes, link model and max-min
@@ -14,7 +16,12 @@ of N on ``--ranks / N`` nodes, as the simulate command does, and a
 Cartesian algorithm runs on the ring's grid) and, with ``--compare``,
 runs the exact SimGrid simulation of the same schedules beside it
 (:func:`mpicoll.netsim.simulate`, no approximation), to show where they
-agree. One line per algorithm and size: the ring and ranks per node,
+agree. ``--network`` takes a ``torus:..`` or ``hypercube:d`` of
+``--ranks`` nodes instead (or a ring the closed form cannot price round
+by round): :mod:`mpicoll.netsim.torusflow` prices translation-invariant
+rounds there, the half-way flows of even dimensions loaded as on the
+busiest links or, with ``--spread even``, spread evenly (the two bracket
+SimGrid's time). One line per algorithm and size: the network and ranks per node,
 the predicted µs, the rounds, the symmetry that gave every rank's rounds
 (``+merged``: a round's messages to one peer merged, an approximation
 the exact run does not make), the seconds the closed form took, and with
@@ -32,7 +39,7 @@ import time
 
 from mpicoll.bench.cli import parse_size
 from mpicoll.bench.specs import SPECS
-from mpicoll.netsim import parse, ringflow, simulate
+from mpicoll.netsim import parse, simulate, torusflow
 from mpicoll.simulate_cli import torus_dims
 
 GAMMA = 1e-10  # s per byte reduced: python -m mpicoll.simulate's default
@@ -50,6 +57,13 @@ def main(argv=None) -> int:
                    help="ranks per node, placed in blocks; default 1")
     p.add_argument("--size", default="1M",
                    help="comma list of sizes (the benchmark's bytes)")
+    p.add_argument("--network", metavar="SPEC",
+                   help="ring:P, torus:AxB.. or hypercube:d (default: a "
+                        "ring of --ranks / --ranks-per-node nodes)")
+    p.add_argument("--spread", choices=("busiest", "even"),
+                   default="busiest",
+                   help="even tori's half-way flows: as on the busiest "
+                        "links (default) or spread evenly")
     p.add_argument("--compare", action="store_true",
                    help="also run the exact SimGrid simulation")
     p.add_argument("--simgrid", metavar="DIR",
@@ -59,7 +73,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.ranks_per_node < 1 or args.ranks % args.ranks_per_node:
         p.error("--ranks-per-node must be positive and divide --ranks")
-    plat = parse(f"ring:{args.ranks // args.ranks_per_node}",
+    plat = parse(args.network or f"ring:{args.ranks // args.ranks_per_node}",
                  ranks_per_node=args.ranks_per_node)
     dims = torus_dims(plat)
     spec = SPECS[args.collective]
@@ -74,9 +88,9 @@ def main(argv=None) -> int:
             count = spec.count_for(size, args.ranks, ITEMSIZE)
             t0 = time.perf_counter()
             try:
-                priced = ringflow.predict(args.collective, algorithm,
-                                          args.ranks, count, ITEMSIZE, plat,
-                                          GAMMA, dims=dims)
+                priced = torusflow.closed_form(
+                    args.collective, algorithm, args.ranks, count, ITEMSIZE,
+                    plat, GAMMA, busiest=args.spread == "busiest", dims=dims)
             except ValueError as e:
                 print(f"# {algorithm}: {e}", file=sys.stderr)
                 failed = 1

@@ -11,11 +11,13 @@ call's time, either with the analytic α-β-γ model of :mod:`mpicoll.model`
 (``--model analytic``, the default: contention-free, the topology does not
 matter) or with SimGrid on the ``--network`` platform
 (``--model simgrid``: :func:`mpicoll.netsim.simulate`, optional extra,
-``scripts/simgrid.sh``), or, on ``ring:P``, with SimGrid's link model in
-closed form (``--model closed-form``: :mod:`mpicoll.netsim.ringflow`, no
-SimGrid; schedules symmetric under a shift or xor of ranks or of nodes,
-whose far partners SimGrid cannot hold at 65,536 ranks; equal to
-SimGrid's run where both go). The table, ``--json``
+``scripts/simgrid.sh``), or, on ``ring:P``, ``torus:..`` and
+``hypercube:d``, with SimGrid's link model in closed form (``--model
+closed-form``, no SimGrid: :func:`mpicoll.netsim.torusflow.closed_form`;
+schedules symmetric under a shift or xor of ranks or of nodes, whose
+rounds SimGrid cannot hold at 65,536 ranks, as the far partners on a ring
+or the linear all-to-all's 4.3·10⁹ flows; equal to SimGrid's run where
+both go, but for tori with even dimensions: docs/simulation.md). The table, ``--json``
 records and ``--emit-rules`` files are the benchmark's
 (:mod:`mpicoll.bench.cli`), each record marked ``"predicted": true`` with
 the ``model`` and ``network``; a rules file carries ``"source":
@@ -104,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
       default="analytic",
       help="analytic (default), simgrid (--network on SimGrid), or "
            "closed-form (SimGrid's model without it: --network ring:P, "
-           "symmetric schedules)")
+           "torus:.. or hypercube:d, symmetric schedules)")
     a("--alpha", type=float,
       help=f"seconds per message; default {ALPHA:g}")
     a("--beta", type=float,
@@ -176,8 +178,10 @@ def parse_args(argv) -> argparse.Namespace:
         args.platform = platform(args)
     except PlatformError as e:
         p.error(str(e))
-    if args.model == "closed-form" and args.platform.kind != "ring":
-        p.error("--model closed-form is for --network ring:P")
+    if args.model == "closed-form" and args.platform.kind not in (
+            "ring", "torus", "hypercube"):
+        p.error("--model closed-form is for --network ring:P, torus:.. "
+                "or hypercube:d")
     if args.model == "simgrid":
         try:  # the folder, now: a usage error, not the child's traceback
             args.simgrid = simgrid_folder(args.simgrid)
@@ -284,10 +288,11 @@ def predicted_seconds(args, collective: str, algorithm: str, size: int,
         return predict(collective, algorithm, size, count, itemsize,
                        network(args), nodes=nodes, dims=dims)
     if args.model == "closed-form":
-        from mpicoll.netsim import ringflow
+        from mpicoll.netsim import torusflow
 
-        return ringflow.predict(collective, algorithm, size, count, itemsize,
-                                args.platform, args.gamma, dims=dims).time
+        return torusflow.closed_form(collective, algorithm, size, count,
+                                     itemsize, args.platform, args.gamma,
+                                     dims=dims).time
     from mpicoll.netsim import simulate
 
     return simulate(collective, algorithm, size, count, args.platform,

@@ -175,6 +175,7 @@ def predict(collective: str, algorithm: str, size: int, count,
             if len(sizes) > 1:
                 raise NotClosedForm(f"a round's messages carry {min(sizes)}"
                                     f" to {max(sizes)} bytes")
+            _same_hops(name, sends[0], size, platform)  # before P² flows
             src = [ranks for ranks, mine in zip(classes, sends) for _ in mine]
             dst = [peers(name, q, ranks, size)
                    for ranks, mine in zip(classes, sends) for q, _ in mine]
@@ -193,6 +194,22 @@ def predict(collective: str, algorithm: str, size: int, count,
         total += seconds(tuple(rounds[k].sends for rounds in bases)) \
             + gamma * reduced.pop()
     return Priced(total, len(bases[0]), len(known), name)
+
+
+def _same_hops(name: str, sends, size: int, platform: Platform) -> None:
+    """NotClosedForm if rank 0's own flows across nodes in a round with
+    ``sends`` cross different numbers of links (checked on rank 0 before
+    every rank's flows are built: the linear all-to-all's are P(P-1))."""
+    per_node = platform.ranks_per_node
+    dst = np.array([int(peers(name, q, np.array([0]), size)[0])
+                    for q, _ in sends], dtype=np.int64) // per_node
+    dst = dst[dst != 0]
+    if len(dst):
+        hops = routes(np.zeros_like(dst), dst, platform.nodes)[1]
+        if hops.min() != hops.max():
+            raise NotClosedForm(f"its flows cross {hops.min()} to "
+                                f"{hops.max()} links (their transfers start "
+                                "at different times)")
 
 
 def node_round_time(src: np.ndarray, dst: np.ndarray, nbytes: int,

@@ -93,3 +93,23 @@ def test_ring_bench_on_nodes_equals_simgrid(simgrid, capsys):
     with pytest.raises(SystemExit):
         bench.main(["--ranks", "64", "--ranks-per-node", "3"])
     assert "must be positive and divide --ranks" in capsys.readouterr().err
+
+
+def test_ring_bench_on_a_torus_brackets_simgrid(simgrid, capsys):
+    """``bench/ringflow.py --network torus:4x4``: the fluid model's
+    busiest-link load above SimGrid's exact run, ``--spread even`` below;
+    a torus of odd sides equal to it."""
+    bench = load("ringflow")
+    common = ["-c", "alltoall", "-a", "linear", "--ranks", "16", "--size",
+              "1M"]
+    assert bench.main([*common, "--network", "torus:4x4", "--compare"]) == 0
+    (busiest,) = rows(capsys.readouterr().out)
+    assert bench.main([*common, "--network", "torus:4x4", "--spread",
+                       "even"]) == 0
+    (even,) = rows(capsys.readouterr().out)
+    assert float(even["predicted_us"]) < float(busiest["simgrid_us"]) \
+        < float(busiest["predicted_us"])
+    assert bench.main(["-c", "alltoall", "-a", "linear", "--ranks", "15",
+                       "--network", "torus:3x5", "--compare"]) == 0
+    (odd,) = rows(capsys.readouterr().out)
+    assert odd["ratio"] == "1.000000"

@@ -164,9 +164,10 @@ def test_the_simulate_command_takes_the_closed_form(tmp_path, capsys):
     want = predict("allreduce", "rabenseifner", 64, 1 << 18, 4,
                    parse("ring:64"), 1e-10).time
     assert row["time_us"]["avg"] == pytest.approx(want * 1e6)
-    assert main(["--model", "closed-form", "--network", "torus:4x4",
-                 "--ranks", "16"]) == 2
-    assert "closed-form is for --network ring:P" in capsys.readouterr().err
+    assert main(["--model", "closed-form", "--network",
+                 "fattree:2;4,4;1,2;1,1", "--ranks", "16"]) == 2
+    assert "closed-form is for --network ring:P, torus" in \
+        capsys.readouterr().err
 
 
 def test_the_simulate_command_takes_nodes_in_closed_form(tmp_path):
