@@ -17,10 +17,13 @@ followed with one number per displacement instead of one per flow:
 - **classes**: a displacement ``δ`` is one class of ``P`` flows, except
   where ``δ_d`` is half of an even dimension ``n_d >= 4``: there the flows
   from coordinate ``n_d / 2`` go anticlockwise and the others clockwise,
-  two classes (weights ``1/n_d`` and ``1 - 1/n_d``). Their loads are not
-  the same on every link (one flow more on half of them); they are spread
-  evenly here, the one approximation of this module (a ring of ``P``
-  nodes: one flow in ``P²/8`` per link; measured against SimGrid in
+  two classes (``1/n_d`` and ``1 - 1/n_d`` of the flows). Their loads are
+  not the same on every link: half the links of the dimension carry one
+  flow of the class more than the others, the one place where this
+  module approximates. ``busiest=True`` (the default) loads every link
+  as those do (weights ``2/n_d`` and 1), which is exact on a ring (its
+  busiest links decide); ``busiest=False`` spreads the flows evenly. On
+  tori the two bracket SimGrid's time (measured in
   ``tests/sim/test_torusflow.py`` and docs/simulation.md). Dimensions of
   2 (the hypercube) have no such flows: by translation half go each way,
   on links that carry the same;
@@ -45,7 +48,9 @@ or any round whose ranks each send one message of the same size to every
 other (the linear all-to-all); otherwise all ranks' peers are checked
 (up to 2²⁴ flows) and :class:`NotClosedForm` raised where it fails.
 Multi-round schedules take the sum of their rounds (each one distinct
-round priced once).
+round priced once). On a ring, a schedule with a root whose one round's
+flows all leave or all reach the root (the linear broadcast, scatter,
+gather) is priced as a fan (:func:`fan_time`).
 """
 
 from __future__ import annotations
