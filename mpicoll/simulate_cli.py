@@ -17,8 +17,8 @@ closed-form``, no SimGrid: :func:`mpicoll.netsim.torusflow.closed_form`;
 schedules symmetric under a shift or xor of ranks or of nodes, whose
 rounds SimGrid cannot hold at 65,536 ranks, as the far partners on a ring
 or the linear all-to-all's 4.3·10⁹ flows; equal to SimGrid's run where
-both go, but for tori with even dimensions: docs/simulation.md). The table, ``--json``
-records and ``--emit-rules`` files are the benchmark's
+both go, but for tori with even dimensions: docs/simulation.md). The
+table, ``--json`` records and ``--emit-rules`` files are the benchmark's
 (:mod:`mpicoll.bench.cli`), each record marked ``"predicted": true`` with
 the ``model`` and ``network``; a rules file carries ``"source":
 "simulation, ..."``, which explain mode reports.
@@ -73,6 +73,7 @@ from mpicoll.calibration import Calibration, CalibrationError, \
 from mpicoll.collectives import COLLECTIVES
 from mpicoll.model import Network, predict
 from mpicoll.netsim.driver import simgrid_folder
+from mpicoll.netsim import torusflow
 from mpicoll.netsim.platform import Platform, PlatformError, parse
 from mpicoll.select import rules_from_records
 
@@ -178,8 +179,8 @@ def parse_args(argv) -> argparse.Namespace:
         args.platform = platform(args)
     except PlatformError as e:
         p.error(str(e))
-    if args.model == "closed-form" and args.platform.kind not in (
-            "ring", "torus", "hypercube"):
+    if args.model == "closed-form" and \
+            args.platform.kind not in torusflow.KINDS:
         p.error("--model closed-form is for --network ring:P, torus:.. "
                 "or hypercube:d")
     if args.model == "simgrid":
@@ -288,8 +289,6 @@ def predicted_seconds(args, collective: str, algorithm: str, size: int,
         return predict(collective, algorithm, size, count, itemsize,
                        network(args), nodes=nodes, dims=dims)
     if args.model == "closed-form":
-        from mpicoll.netsim import torusflow
-
         return torusflow.closed_form(collective, algorithm, size, count,
                                      itemsize, args.platform, args.gamma,
                                      dims=dims).time
