@@ -323,8 +323,13 @@ def record(args, collective: str, algorithm: str, size: int, count,
 def model_name(args) -> str:
     """The model as titles and rules sources name it: ``simgrid model``,
     with ``, quantum Q s`` and ``, N sampled peers`` when ``--quantum``
-    and ``--sample-peers`` made it approximate."""
-    return f"{args.model} model" + simgrid_options.approximations(args)
+    and ``--sample-peers`` made it approximate, ``closed-form model, even
+    sides as their busiest links`` on a torus where the fluid model
+    approximates (:func:`mpicoll.netsim.torusflow.even_sided`)."""
+    busiest = args.model == "closed-form" and \
+        torusflow.even_sided(args.platform)
+    return (f"{args.model} model" + simgrid_options.approximations(args)
+            + ", even sides as their busiest links" * busiest)
 
 
 def run(args) -> list[dict]:

@@ -79,6 +79,15 @@ def torus_shape(platform: Platform) -> tuple[int, ...]:
     return tuple(platform.shape)
 
 
+def even_sided(platform: Platform) -> bool:
+    """Whether a round here may carry half-way flows whose loads are taken
+    as on the busiest links (module docstring): a torus of two or more
+    dimensions with a side of even length 4 or more (on a ring the
+    busiest links' load is exact, on a hypercube there are none)."""
+    return platform.kind == "torus" and len(platform.shape) > 1 and any(
+        n >= 4 and n % 2 == 0 for n in platform.shape)
+
+
 def coordinates(nodes: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """Each node's coordinates (one row per node), as SimGrid numbers them."""
     out, stride = [], 1

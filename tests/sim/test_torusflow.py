@@ -174,8 +174,18 @@ def test_closed_form_takes_the_ring_form_first():
                     parse("ring:16", ranks_per_node=2), 0)
 
 
-def test_the_simulate_command_prices_a_torus(tmp_path):
+def test_the_simulate_command_prices_a_torus(tmp_path, capsys):
     from mpicoll.simulate_cli import main
+
+    assert main(["-c", "alltoall", "-a", "linear", "--model", "closed-form",
+                 "--network", "torus:4x4", "--ranks", "16", "-b", "1M",
+                 "-e", "1M"]) == 0
+    assert "closed-form model, even sides as their busiest links, " \
+        "torus:4x4" in capsys.readouterr().out
+    assert main(["-c", "alltoall", "-a", "linear", "--model", "closed-form",
+                 "--network", "torus:3x5", "--ranks", "15", "-b", "1M",
+                 "-e", "1M"]) == 0
+    assert "closed-form model, torus:3x5" in capsys.readouterr().out  # exact
 
     out = tmp_path / "p.json"
     assert main(["-c", "alltoall", "-a", "linear", "--model", "closed-form",
