@@ -157,7 +157,7 @@ def _fluid(start, bound, size, load, bandwidth: float) -> float:
     order = np.argsort(bound, kind="stable")  # for water-filling by bounds
     start, bound, size, load = start[order], bound[order], size[order], \
         load[order]
-    left = size.astype(float).copy()
+    left = size.astype(float)
     done = left <= 0
     t = 0.0
     starts = np.unique(start)
@@ -230,11 +230,11 @@ def invariant_round(name: str, sends, size: int,
     nbytes = np.array([n for _, n in sends], dtype=np.int64)
     moved = coordinates(relative, shape)
     everyone = (len(set(relative.tolist())) == size - 1 and 0 not in relative
-                and len(set(nbytes.tolist())) == 1 and "/" not in name)
+                and len(set(nbytes.tolist())) == 1)
     if (everyone or (name.startswith("xor") and set(shape) == {2})
             or (name.startswith("shift") and len(shape) == 1)):
         return moved, nbytes
-    if "/" in name or size * len(sends) > CHECKED_FLOWS:
+    if size * len(sends) > CHECKED_FLOWS:
         raise NotClosedForm(f"a round whose flows are not checked to be the "
                             f"same from every node ({name}, "
                             f"{size * len(sends)} flows)")
@@ -307,9 +307,10 @@ def fan_time(root: int, others: np.ndarray, nbytes: np.ndarray,
 
 def _rooted(sigs, platform: Platform, gamma: float) -> Priced:
     """A schedule with a root on ``ring:P``: one round of flows that all
-    leave the root or all reach it (the linear broadcast, scatter, gather
-    and reduce), by :func:`fan_time`, plus γ per byte of the most any
-    rank reduces; NotClosedForm for any other."""
+    leave the root or all reach it (the linear broadcast, scatter and
+    gather), by :func:`fan_time`, plus γ per byte of the most any rank
+    reduces; NotClosedForm for any other (the linear reduce, whose root
+    receives round by round)."""
     flows = [(r, q, n) for r, rounds in enumerate(sigs) for rnd in rounds
              for q, n in rnd.sends]
     for r, rounds in enumerate(sigs):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from mpicoll.bench.specs import SPECS
-from mpicoll.netsim import parse, simulate
+from mpicoll.netsim import parse, ringflow, simulate
 from mpicoll.netsim.ringflow import NotClosedForm
 from mpicoll.netsim.torusflow import classes, closed_form, coordinates, \
     predict
@@ -169,6 +169,11 @@ def test_closed_form_takes_the_ring_form_first():
     assert closed_form("alltoall", "linear", 16, count, 4, plat,
                        0).time == predict("alltoall", "linear", 16, count,
                                           4, plat, 0).time
+    nodes = parse("ring:8", ranks_per_node=2)  # the ring form's alone
+    count = SPECS["allreduce"].count_for(MIB, 16, 4)
+    assert closed_form("allreduce", "rabenseifner", 16, count, 4, nodes,
+                       0) == ringflow.predict("allreduce", "rabenseifner",
+                                              16, count, 4, nodes, 0)
     with pytest.raises(NotClosedForm):  # nodes: the ring form or nothing
         closed_form("alltoall", "linear", 32, count, 4,
                     parse("ring:16", ranks_per_node=2), 0)
