@@ -1,4 +1,4 @@
-"""Symmetric schedules on rings, tori and hypercubes in closed form, beside SimGrid.
+"""Symmetric schedules in closed form on ring, torus, hypercube, dragonfly.
 
     python bench/ringflow.py --ranks 65536 -c allreduce \\
         -a recursive_doubling,rabenseifner
@@ -8,6 +8,8 @@
         -c allgather -a hierarchical
     python bench/ringflow.py --ranks 65536 -c alltoall -a linear \\
         --network torus:16x64x64 --spread even
+    python bench/ringflow.py --ranks 65536 -c alltoall -a linear \\
+        --network dragonfly:16,16,16,16
 
 Prices each algorithm with :mod:`mpicoll.netsim.ringflow` (every round's
 flows on a ring of nodes, SimGrid's routes, link model and max-min
@@ -21,9 +23,12 @@ agree. ``--network`` takes a ``torus:..`` or ``hypercube:d`` of
 by round): :mod:`mpicoll.netsim.torusflow` prices translation-invariant
 rounds there, the half-way flows of even dimensions loaded as on the
 busiest links or, with ``--spread even``, spread evenly (the two bracket
-SimGrid's time). One line per algorithm and size: the network and ranks per node,
-the predicted µs, the rounds, the symmetry that gave every rank's rounds
-(``+merged``: a round's messages to one peer merged, an approximation
+SimGrid's time); on a ``dragonfly:G,C,R,N`` of ``--ranks`` nodes
+:mod:`mpicoll.netsim.dragonflyflow` prices all-pairs rounds (the linear
+all-to-all) by the dragonfly's symmetries. One line per algorithm and
+size: the network and ranks per node, the predicted µs, the rounds, the
+symmetry that gave every rank's rounds (``all-pairs`` on a dragonfly;
+``+merged``: a round's messages to one peer merged, an approximation
 the exact run does not make), the seconds the closed form took, and with
 ``--compare`` SimGrid's µs, the ratio and SimGrid's wall time and peak
 memory. γ as the simulate command's default (1e-10 s per byte), the
@@ -58,8 +63,9 @@ def main(argv=None) -> int:
     p.add_argument("--size", default="1M",
                    help="comma list of sizes (the benchmark's bytes)")
     p.add_argument("--network", metavar="SPEC",
-                   help="ring:P, torus:AxB.. or hypercube:d (default: a "
-                        "ring of --ranks / --ranks-per-node nodes)")
+                   help="ring:P, torus:AxB.., hypercube:d or "
+                        "dragonfly:G,C,R,N (default: a ring of --ranks / "
+                        "--ranks-per-node nodes)")
     p.add_argument("--spread", choices=("busiest", "even"),
                    default="busiest",
                    help="even tori's half-way flows: as on the busiest "

@@ -11,13 +11,14 @@ call's time, either with the analytic α-β-γ model of :mod:`mpicoll.model`
 (``--model analytic``, the default: contention-free, the topology does not
 matter) or with SimGrid on the ``--network`` platform
 (``--model simgrid``: :func:`mpicoll.netsim.simulate`, optional extra,
-``scripts/simgrid.sh``), or, on ``ring:P``, ``torus:..`` and
-``hypercube:d``, with SimGrid's link model in closed form (``--model
-closed-form``, no SimGrid: :func:`mpicoll.netsim.torusflow.closed_form`;
-schedules symmetric under a shift or xor of ranks or of nodes, whose
-rounds SimGrid cannot hold at 65,536 ranks, as the far partners on a ring
-or the linear all-to-all's 4.3·10⁹ flows; equal to SimGrid's run where
-both go, but for tori with even dimensions: docs/simulation.md). The
+``scripts/simgrid.sh``), or, on ``ring:P``, ``torus:..``,
+``hypercube:d`` and ``dragonfly:G,C,R,N``, with SimGrid's link model in
+closed form (``--model closed-form``, no SimGrid:
+:func:`mpicoll.netsim.torusflow.closed_form`; schedules symmetric under a
+shift or xor of ranks or of nodes, and on the dragonfly all-pairs rounds,
+whose rounds SimGrid cannot hold at 65,536 ranks, as the far partners on
+a ring or the linear all-to-all's 4.3·10⁹ flows; equal to SimGrid's run
+where both go, but for tori with even dimensions: docs/simulation.md). The
 table, ``--json`` records and ``--emit-rules`` files are the benchmark's
 (:mod:`mpicoll.bench.cli`), each record marked ``"predicted": true`` with
 the ``model`` and ``network``; a rules file carries ``"source":
@@ -107,7 +108,8 @@ def _parser() -> argparse.ArgumentParser:
       default="analytic",
       help="analytic (default), simgrid (--network on SimGrid), or "
            "closed-form (SimGrid's model without it: --network ring:P, "
-           "torus:.. or hypercube:d, symmetric schedules)")
+           "torus:.., hypercube:d or dragonfly:G,C,R,N, symmetric "
+           "schedules)")
     a("--alpha", type=float,
       help=f"seconds per message; default {ALPHA:g}")
     a("--beta", type=float,
@@ -180,9 +182,9 @@ def parse_args(argv) -> argparse.Namespace:
     except PlatformError as e:
         p.error(str(e))
     if args.model == "closed-form" and \
-            args.platform.kind not in torusflow.KINDS:
-        p.error("--model closed-form is for --network ring:P, torus:.. "
-                "or hypercube:d")
+            args.platform.kind not in torusflow.CLOSED_FORM_KINDS:
+        p.error("--model closed-form is for --network ring:P, torus:.., "
+                "hypercube:d or dragonfly:G,C,R,N")
     if args.model == "simgrid":
         try:  # the folder, now: a usage error, not the child's traceback
             args.simgrid = simgrid_folder(args.simgrid)

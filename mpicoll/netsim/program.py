@@ -60,23 +60,23 @@ Symmetry (:func:`symmetric_sigs`)
     into messages (Bruck's all-to-all sends its first round's blocks in two
     messages on ranks where they wrap past the last block), the check is
     made again with each round's messages to one peer, and from one,
-    merged (:func:`merged`), and the symmetry is named ``"shift+merged"``
-    (or ``"xor+merged"``): an approximation, since SimGrid shares a link
-    among flows, so two flows of a pair take more of a contended link
-    than one of their bytes would (docs/simulation.md measures it).
+    merged (:func:`~mpicoll.netsim.symmetry.merged`), and the symmetry is
+    named ``"shift+merged"`` (or ``"xor+merged"``): an approximation,
+    since SimGrid shares a link among flows, so two flows of a pair take
+    more of a contended link than one of their bytes would
+    (docs/simulation.md measures it).
 """
 
 from __future__ import annotations
 
 import random
-import warnings
 from collections import defaultdict
 from typing import Callable, NamedTuple
 
 from mpicoll.netsim.peer_sample import sample_peers
+from mpicoll.netsim.symmetry import find_symmetry
 from mpicoll.schedule.core import Reduce, Schedule
-from mpicoll.schedule.symmetry import RELABEL, find_relabelling, relabel, \
-    relabelling
+from mpicoll.schedule.symmetry import RELABEL, relabel, relabelling
 
 
 class Sig(NamedTuple):
@@ -261,7 +261,8 @@ def align(sigs: list[tuple[Sig, ...]], to_base=None, period: int | None = None,
     (found by raising places until nothing changes). An empty round takes
     no time in the replay, so the exact simulation is unchanged.
 
-    ``sigs`` may be the bases of a symmetry (:func:`find_symmetry`):
+    ``sigs`` may be the bases of a symmetry
+    (:func:`~mpicoll.netsim.symmetry.find_symmetry`):
     ``period`` of them among ``size`` ranks, ``to_base`` its relabelling
     (a peer ``q`` is base ``q % period``'s image); by default every rank
     is its own. Raises ValueError when a message has no other end, the
@@ -411,83 +412,14 @@ def network_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int, *,
     return sigs, runs, gaps, symmetry
 
 
-def merged(rounds: tuple[Sig, ...]) -> tuple[Sig, ...]:
-    """``rounds`` with each round's messages to one peer merged into one of
-    their bytes, and its messages from one peer likewise, each peer where
-    its first message was."""
-    def merge(messages) -> tuple[tuple[int, int], ...]:
-        total: dict[int, int] = {}
-        for peer, n in messages:
-            total[peer] = total.get(peer, 0) + n
-        return tuple(total.items())
-
-    return tuple(Sig(merge(rnd.sends), merge(rnd.recvs), rnd.reduce_bytes)
-                 for rnd in rounds)
-
-
-def find_symmetry(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
-                  samples: int = 8, seed: int = 0,
-                  period: int = 1) -> tuple[str, tuple]:
-    """``(name, bases)``: the relabelling under which ``samples`` sampled
-    ranks' schedules (and ranks 1, ``period``, size - 1 and size // 2) are
-    their class's base's, and the bases' rounds. ``"shift"``: peer ``q`` of
-    rank 0 is ``r + q`` of rank ``r``; ``"xor"``: ``r ^ q``; one base, rank
-    0. Failing both, the same with a period (``"shift/8"``, ``"xor/8"``):
-    rank ``r``'s base is rank ``r % period`` and the offset ``r - r %
-    period`` relabels, which fits schedules that repeat from node to node
-    (ranks in blocks of ``period`` per node; ``period`` must divide
-    ``size``, and be a power of two for xor); ``period`` bases. Failing
-    all, the same with every schedule's messages per peer :func:`merged`
-    (the name then ends in ``"+merged"``, the rounds are merged, and a
-    UserWarning says so: the module docstring). Raises ValueError when
-    nothing fits."""
-    rng = random.Random(seed)
-    picks = {1, period, size - 1, size // 2}
-    picks.update(rng.randrange(size) for _ in range(samples))
-    built: dict[int, tuple[Sig, ...]] = {}
-
-    def rounds(r: int) -> tuple[Sig, ...]:
-        if r not in built:
-            built[r] = rank_sig(r)
-        return built[r]
-
-    for merge in (False, True):
-        found = find_relabelling(
-            (lambda r: merged(rounds(r))) if merge else rounds, size, picks,
-            period)
-        if found is not None:
-            name, bases = found
-            if merge:
-                warnings.warn(
-                    f"the schedules of {size} ranks are symmetric under a "
-                    f"{name} only with each round's messages per peer "
-                    "merged: an approximation (docs/simulation.md)",
-                    stacklevel=2)
-                name += "+merged"
-            return name, bases
-    raise ValueError(
-        f"the schedules of {size} ranks are not symmetric under a shift "
-        "or xor of ranks" + f" or of nodes of {period}" * (period > 1) +
-        " (try a count divisible by the rank count, or the exact "
-        "simulation)")
-
-
-def peers(name: str, relative: int, ranks, size: int):
-    """The peers of ``ranks`` (a NumPy array of ranks among ``size``) that
-    stand for their base's peer ``relative`` under the relabelling ``name``
-    (:func:`find_symmetry`'s)."""
-    back, period = relabelling(name)[1:]
-    return back(relative, ranks - ranks % period, size)
-
-
 def symmetric_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
                    keep: int | None = None, sample: int | None = None,
                    samples: int = 8, seed: int = 0, period: int = 1,
                    peers: int | None = None):
     """``(sigs, runs, gaps, symmetry)`` for all ``size`` ranks from their
     bases' schedules and ``samples`` other sampled ranks' (``rank_sig(r)``
-    builds one; :func:`find_symmetry`, with ``period``). With ``peers``
-    the bases keep the messages of that many sampled offsets
+    builds one; :func:`~mpicoll.netsim.symmetry.find_symmetry`, with
+    ``period``). With ``peers`` the bases keep the messages of that many sampled offsets
     (:func:`mpicoll.netsim.peer_sample.sample_peers`), which a shift
     carries to every rank: ValueError under another symmetry. The bases'
     rounds are cut (:func:`cut_rounds` with ``keep`` or ``sample``, aligned

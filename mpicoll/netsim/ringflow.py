@@ -33,7 +33,7 @@ regular enough to price exactly as SimGrid's model would, without it:
 
 Every rank's rounds are rank 0's relabelled (a shift or an xor of ranks),
 or, on nodes, node 0's ranks' shifted or xor-ed by a node's first rank
-(:func:`mpicoll.netsim.program.find_symmetry`, which merges a round's
+(:func:`mpicoll.netsim.symmetry.find_symmetry`, which merges a round's
 messages to one peer where only that makes them so, as for Bruck's
 all-to-all: :attr:`Priced.symmetry` says), so those schedules give every
 round's flows. Cost: ``O(P log P)`` per distinct round (link loads by
@@ -52,7 +52,8 @@ import numpy as np
 
 from mpicoll.coll import lookup
 from mpicoll.netsim.platform import Platform
-from mpicoll.netsim.program import find_symmetry, peers, sig
+from mpicoll.netsim.program import sig
+from mpicoll.netsim.symmetry import find_symmetry, peers
 
 
 class NotClosedForm(ValueError):

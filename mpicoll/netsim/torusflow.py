@@ -55,19 +55,17 @@ gather) is priced as a fan (:func:`fan_time`).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from mpicoll.coll import lookup
-from mpicoll.netsim import ringflow
+from mpicoll.netsim import dragonflyflow, ringflow
+from mpicoll.netsim.fluid import TCP_GAMMA, fluid, rank_rounds
 from mpicoll.netsim.platform import Platform
-from mpicoll.netsim.program import find_symmetry, peers, sig
+from mpicoll.netsim.symmetry import find_symmetry, peers
 from mpicoll.netsim.ringflow import NotClosedForm, Priced
 
-TCP_GAMMA = 4194304.0  # bytes: SimGrid's network/TCP-gamma default
 CHECKED_FLOWS = 1 << 24  # flows whose invariance is checked one by one
 KINDS = ("ring", "torus", "hypercube")
+CLOSED_FORM_KINDS = (*KINDS, *dragonflyflow.KINDS)  # what closed_form takes
 
 
 def torus_shape(platform: Platform) -> tuple[int, ...]:
@@ -145,79 +143,8 @@ def round_time(displacements: np.ndarray, nbytes: np.ndarray,
     if crossed.min() < 1:
         raise NotClosedForm("a flow to its own node")
     start = crossed * latency
-    return _fluid(start, TCP_GAMMA / (2 * start), size,
+    return fluid(start, TCP_GAMMA / (2 * start), size,
                   weight[:, None] * hops, bandwidth)
-
-
-def _fluid(start, bound, size, load, bandwidth: float) -> float:
-    """The last end of classes that start at ``start``, move ``size``
-    bytes per flow at most at ``bound`` each, with ``load[c, t]`` flows on
-    every link of kind ``t`` per flow of class ``c`` (max-min fair shares
-    of ``bandwidth``, recomputed at every start and end)."""
-    order = np.argsort(bound, kind="stable")  # for water-filling by bounds
-    start, bound, size, load = start[order], bound[order], size[order], \
-        load[order]
-    left = size.astype(float)
-    done = left <= 0
-    t = 0.0
-    starts = np.unique(start)
-    ends_at = 0.0
-    while not done.all():
-        running = ~done & (start <= t * (1 + 1e-12))
-        later = starts[starts > t * (1 + 1e-12)]
-        nxt = later[0] if len(later) else math.inf
-        if not running.any():
-            t = nxt
-            continue
-        idx = np.flatnonzero(running)
-        rate = _shares(bound[idx], load[idx], bandwidth)
-        live = rate > 0
-        step = min(nxt - t, float((left[idx[live]] / rate[live]).min()))
-        left[idx] -= rate * step
-        t += step
-        finished = running & (left <= size * 1e-9)
-        done |= finished
-        if finished.any():
-            ends_at = t
-    return ends_at
-
-
-def _shares(bound, load, bandwidth: float) -> np.ndarray:
-    """Max-min fair rates per flow of classes (sorted by ``bound``), each
-    at most its bound: water-filling one link kind at a time, the kind
-    that fills at the lowest level first."""
-    rate = np.zeros(len(bound))
-    free = np.arange(len(bound))
-    used = np.zeros(load.shape[1])
-    while len(free):
-        mine = load[free]
-        best, kind = math.inf, -1
-        for k in np.flatnonzero(mine.sum(axis=0) > 0):
-            level = _level(bound[free], mine[:, k], bandwidth - used[k])
-            if level < best:
-                best, kind = level, k
-        fixed = bound[free] <= best
-        if kind >= 0:
-            fixed |= mine[:, kind] > 0
-        now = free[fixed]
-        rate[now] = np.minimum(bound[now], best)
-        used += (mine[fixed] * rate[now, None]).sum(axis=0)
-        free = free[~fixed]
-    return rate
-
-
-def _level(bound: np.ndarray, load: np.ndarray, capacity: float) -> float:
-    """The water level ``x`` with ``sum(load · min(x, bound)) = capacity``
-    (``bound`` increasing); inf if the bounds fill less than it."""
-    mine = load > 0
-    bound, load = bound[mine], load[mine]
-    below = np.concatenate([[0.0], np.cumsum(load * bound)])  # sum under u_j
-    above = np.concatenate([np.cumsum(load[::-1])[::-1], [0.0]])  # from j on
-    filled = below[:-1] + bound * above[:-1]  # at x = bound[j]
-    j = int(np.searchsorted(filled, capacity))
-    if j >= len(bound):
-        return math.inf
-    return float((capacity - below[j]) / above[j])
 
 
 def invariant_round(name: str, sends, size: int,
@@ -258,15 +185,8 @@ def predict(collective: str, algorithm: str, size: int, count,
     schedules are not symmetric; NotClosedForm where a round is not
     translation-invariant."""
     shape = torus_shape(platform)
-    if platform.ranks_per_node != 1 or size != platform.nodes:
-        raise ValueError(f"{platform.spec}: the fluid model takes one rank "
-                         f"on each of its {platform.nodes} nodes")
-    alg = lookup(collective, algorithm)
-
-    def rank_sig(r: int):
-        return sig(alg.schedule(r, size, count, cached=False, **params),
-                   itemsize)
-
+    rank_sig = rank_rounds(collective, algorithm, size, count, itemsize,
+                           platform, **params)
     try:
         name, bases = find_symmetry(rank_sig, size)
     except ValueError:
@@ -295,13 +215,13 @@ def fan_time(root: int, others: np.ndarray, nbytes: np.ndarray,
     way carries some of the same flows: the root's two links alone set
     the max-min shares (the last two, inward), and the flows, each
     starting after its path's latency and at most at its TCP window
-    bound, are :func:`_fluid`'s classes of one flow each."""
+    bound, are :func:`~mpicoll.netsim.fluid.fluid`'s classes of one flow each."""
     src, dst = (np.full(len(others), root), others) if outward else \
         (others, np.full(len(others), root))
     clockwise, hops = ringflow.routes(src, dst, size)
     start = hops * latency
     load = np.stack([clockwise, ~clockwise], axis=1).astype(float)
-    return _fluid(start, TCP_GAMMA / (2 * start), nbytes.astype(float),
+    return fluid(start, TCP_GAMMA / (2 * start), nbytes.astype(float),
                   load, bandwidth)
 
 
@@ -339,7 +259,11 @@ def closed_form(collective: str, algorithm: str, size: int, count,
     :func:`mpicoll.netsim.ringflow.predict` (rounds whose flows cross as
     many links, any ranks per node), and where it cannot price a round
     with one rank per node, or on a torus or hypercube, :func:`predict`
-    (with ``busiest``)."""
+    (with ``busiest``); on ``dragonfly:G,C,R,N``
+    :func:`mpicoll.netsim.dragonflyflow.predict` (all-pairs rounds)."""
+    if platform.kind == "dragonfly":
+        return dragonflyflow.predict(collective, algorithm, size, count,
+                                     itemsize, platform, gamma, **params)
     if platform.kind == "ring":
         try:
             return ringflow.predict(collective, algorithm, size, count,

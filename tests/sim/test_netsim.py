@@ -23,11 +23,11 @@ from mpicoll.netsim.program import (
     compress,
     cut_rounds,
     find_runs,
-    merged,
     sample_rounds,
     sig,
     symmetric_sigs,
 )
+from mpicoll.netsim.symmetry import merged
 
 GAMMA = 2e-10  # s/byte: fixed, so expected times are exact
 
