@@ -32,8 +32,9 @@ model itself, which equals SimGrid's own run on small dragonflies
 
 Cost: one route label per destination of each of at most six source
 nodes and one per link (``6 P`` and about ``4 P`` labels: seconds at
-65,536 ranks), then the fluid model over the classes (65 on dragonflies of four or
-more groups, chassis and routers).
+65,536 ranks), then the fluid model over the classes (65 where routers per chassis
+are as many as groups, from ``dragonfly:4,4,4,4`` up; 123 on
+``dragonfly:4,4,8,4``).
 Only rounds whose every rank sends one message of one size to every
 other rank qualify (:class:`~mpicoll.netsim.ringflow.NotClosedForm`
 otherwise): the linear all-to-all.
