@@ -8,8 +8,14 @@
 ``dragonfly:G,C,R,N``, plus ranks per node); :mod:`~mpicoll.netsim.program`
 turns schedules into flows (with the repeated-round and symmetry
 approximations for large rank counts); :mod:`~mpicoll.netsim.driver` runs
-them in SimGrid, in a child process (:mod:`~mpicoll.netsim.replay`). Only
-the child imports SimGrid.
+them in SimGrid, in a child process (:mod:`~mpicoll.netsim.replay`), and
+:mod:`~mpicoll.netsim.symmetry` finds the shift or xor under which one
+rank's rounds stand for all. Without SimGrid, for rounds symmetric enough
+that one number per class of flows stands for many:
+:mod:`~mpicoll.netsim.ringflow` (rings, in closed form),
+:mod:`~mpicoll.netsim.torusflow` (tori and hypercubes) and
+:mod:`~mpicoll.netsim.dragonflyflow` (dragonflies) in the fluid model of
+:mod:`~mpicoll.netsim.fluid`. Only the child imports SimGrid.
 """
 
 from mpicoll.netsim.driver import Result, calibrate_gamma, run_program, simulate

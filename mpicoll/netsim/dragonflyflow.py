@@ -68,8 +68,10 @@ def route(src: tuple[int, ...], dst: tuple[int, ...]) -> list[tuple]:
     n)`` and ``("down", ...)`` between a node and its router, ``("green",
     g, c, r_from, r_to)`` in a chassis, ``("black", g, r, c_from, c_to)``
     between chassis, ``("blue", g_from, g_to)`` between groups. As
-    SimGrid's ``DragonflyZone::get_local_route`` does, a hop within a
-    chassis of the target group is taken as if from its chassis 0."""
+    SimGrid's ``DragonflyZone::get_local_route`` does, after a hop between
+    two routers of a chassis the route goes on as if from chassis 0 of the
+    group: where a flow came over a global link it is there, where it
+    stayed in its group it may not be."""
     g1, c1, r1, _ = src
     g2, c2, r2, _ = dst
     links = [("up", *src)]
