@@ -18,7 +18,8 @@ closed form (``--model closed-form``, no SimGrid:
 shift or xor of ranks or of nodes, and on the dragonfly all-pairs rounds,
 whose rounds SimGrid cannot hold at 65,536 ranks, as the far partners on
 a ring or the linear all-to-all's 4.3·10⁹ flows; equal to SimGrid's run
-where both go, but for tori with even dimensions: docs/simulation.md). The
+where both go (on the dragonfly within 2·10⁻⁵), but for tori with even
+dimensions: docs/simulation.md). The
 table, ``--json`` records and ``--emit-rules`` files are the benchmark's
 (:mod:`mpicoll.bench.cli`), each record marked ``"predicted": true`` with
 the ``model`` and ``network``; a rules file carries ``"source":

@@ -30,14 +30,14 @@ links_t`` flows of class ``c``. Nothing is approximated beyond the fluid
 model itself, which equals SimGrid's own run on small dragonflies
 (``tests/sim/test_dragonflyflow.py``).
 
-Cost: one route label per destination of each of at most six source
-nodes and one per link (``6 P`` and about ``4 P`` labels: seconds at
-65,536 ranks), then the fluid model over the classes (65 where routers per chassis
-are as many as groups, from ``dragonfly:4,4,4,4`` up; 123 on
-``dragonfly:4,4,8,4``).
-Only rounds whose every rank sends one message of one size to every
-other rank qualify (:class:`~mpicoll.netsim.ringflow.NotClosedForm`
-otherwise): the linear all-to-all.
+Cost: one orbit name per destination of each of at most six source
+nodes and one per link (``6 P`` and about ``4 P`` names: seconds at
+65,536 ranks), then the fluid model over the classes (65 where routers
+per chassis are as many as groups, from ``dragonfly:4,4,4,4`` up; 123 on
+``dragonfly:4,4,8,4``). Only rounds whose every rank sends one message
+of one size to every other rank qualify
+(:class:`~mpicoll.netsim.ringflow.NotClosedForm` otherwise): the linear
+all-to-all.
 """
 
 from __future__ import annotations
@@ -222,8 +222,8 @@ def predict(collective: str, algorithm: str, size: int, count,
     rank on each node): the sum over its rounds of :func:`round_time`,
     plus γ per byte each round reduces. ValueError for another platform;
     NotClosedForm unless every round with messages has every rank send
-    one message of one size to every other (rank 0's and the last rank's
-    rounds are checked, and every rank's where there are few)."""
+    one message of one size to every other (every rank's rounds checked
+    up to 64 ranks; beyond, ranks 0, ``size // 2`` and ``size - 1``)."""
     if platform.kind not in KINDS:
         raise ValueError(f"{platform.spec}: this fluid model is for "
                          "dragonfly:G,C,R,N")
@@ -231,21 +231,22 @@ def predict(collective: str, algorithm: str, size: int, count,
                          platform, **params)
     checked = range(size) if size <= 64 else (0, size // 2, size - 1)
     mine = [rounds(r) for r in checked]
-    total = 0.0
     if len({len(other) for other in mine}) > 1:
         raise NotClosedForm("ranks with different numbers of rounds")
-    for k, rnd in enumerate(mine[0]):
-        for r, other in zip(checked, mine):
-            peers = sorted(q for q, _ in other[k].sends)
-            sizes = {n for _, n in other[k].sends}
-            if other[k].sends and (peers != [q for q in range(size) if q != r]
-                                   or sizes != {rnd.sends[0][1]}):
-                raise NotClosedForm(
-                    f"round {k} of rank {r} does not send one message of one "
-                    "size to every other rank (the dragonfly's fluid model "
-                    "takes all-pairs rounds only)")
-        if rnd.sends:
-            total += round_time(rnd.sends[0][1], platform.shape,
+    total = 0.0
+    for k in range(len(mine[0])):
+        sends = [other[k].sends for other in mine]
+        sizes = {n for each in sends for _, n in each}
+        everyone = all(sorted(q for q, _ in each)
+                       == [q for q in range(size) if q != r]
+                       for r, each in zip(checked, sends))
+        if sizes and not (everyone and len(sizes) == 1):
+            raise NotClosedForm(
+                f"round {k} does not have every rank send one message of "
+                "one size to every other rank (the dragonfly's fluid model "
+                "takes all-pairs rounds only)")
+        if sizes:
+            total += round_time(sizes.pop(), platform.shape,
                                 platform.bandwidth, platform.latency)
-        total += gamma * rnd.reduce_bytes
+        total += gamma * mine[0][k].reduce_bytes
     return Priced(total, len(mine[0]), 1, "all-pairs")

@@ -419,13 +419,13 @@ def symmetric_sigs(rank_sig: Callable[[int], tuple[Sig, ...]], size: int,
     """``(sigs, runs, gaps, symmetry)`` for all ``size`` ranks from their
     bases' schedules and ``samples`` other sampled ranks' (``rank_sig(r)``
     builds one; :func:`~mpicoll.netsim.symmetry.find_symmetry`, with
-    ``period``). With ``peers`` the bases keep the messages of that many sampled offsets
-    (:func:`mpicoll.netsim.peer_sample.sample_peers`), which a shift
-    carries to every rank: ValueError under another symmetry. The bases'
-    rounds are cut (:func:`cut_rounds` with ``keep`` or ``sample``, aligned
-    first for ``sample``: :func:`align`; by symmetry their runs are every
-    rank's) before the other ranks are generated. Raises ValueError when
-    no symmetry fits the sample."""
+    ``period``). With ``peers`` the bases keep the messages of that many
+    sampled offsets (:func:`mpicoll.netsim.peer_sample.sample_peers`),
+    which a shift carries to every rank: ValueError under another
+    symmetry. The bases' rounds are cut (:func:`cut_rounds` with ``keep``
+    or ``sample``, aligned first for ``sample``: :func:`align`; by
+    symmetry their runs are every rank's) before the other ranks are
+    generated. Raises ValueError when no symmetry fits the sample."""
     name, bases = find_symmetry(rank_sig, size, samples, seed, period)
     to_base, back, k = relabelling(name)
     if peers is not None:

@@ -60,8 +60,8 @@ import numpy as np
 from mpicoll.netsim import dragonflyflow, ringflow
 from mpicoll.netsim.fluid import TCP_GAMMA, fluid, rank_rounds
 from mpicoll.netsim.platform import Platform
-from mpicoll.netsim.symmetry import find_symmetry, peers
 from mpicoll.netsim.ringflow import NotClosedForm, Priced
+from mpicoll.netsim.symmetry import find_symmetry, peers
 
 CHECKED_FLOWS = 1 << 24  # flows whose invariance is checked one by one
 KINDS = ("ring", "torus", "hypercube")
@@ -144,7 +144,7 @@ def round_time(displacements: np.ndarray, nbytes: np.ndarray,
         raise NotClosedForm("a flow to its own node")
     start = crossed * latency
     return fluid(start, TCP_GAMMA / (2 * start), size,
-                  weight[:, None] * hops, bandwidth)
+                 weight[:, None] * hops, bandwidth)
 
 
 def invariant_round(name: str, sends, size: int,
