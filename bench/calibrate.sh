@@ -10,7 +10,8 @@
 # times every hand-built algorithm of allreduce, bcast, allgather,
 # reduce_scatter_block and alltoall (64 KiB-16 MiB) in the same interleaved
 # rounds, then fits the file and sets each measured time beside its
-# prediction. 4 ranks are oversubscribed on 2 cores
+# prediction; and how many it would predict within ±30% with every
+# reduction priced at the in-place γ (bench/validation_hits.py). 4 ranks are oversubscribed on 2 cores
 # (MPIR_CVAR_ENABLE_HEAVY_YIELD=1 so waiting ranks yield).
 # STATISTIC (default p5) is what a point and a measured time are of all
 # ranks' calls: the 5th percentile, because on a virtual machine the noise
@@ -37,6 +38,8 @@ check() {  # check RANKS: python -m mpicoll.calibrate --check at RANKS ranks
     } | tee "$log"
     "$mpiexec" -n "$ranks" "$py" -m mpi4py -m mpicoll.calibrate "${args[@]}" \
         | tee -a "$log"
+    echo "== $("$py" bench/validation_hits.py "$out/validation-n$ranks.json" \
+        "$out/calibration-n$ranks.json")" | tee -a "$log"
     echo "== load after: $(uptime)" | tee -a "$log"
 }
 

@@ -4,9 +4,11 @@
 # runs `python -m mpicoll.calibrate --check` at 2 ranks K times, alternating
 # the 5th percentile and the median of all calls, and writes
 # OUTDIR/repeats.txt: per run, how many of the 120 validated times its own
-# calibration predicts within ±30%, and its points for a fresh and an
-# unchanged exchange of 1 MiB (how far the machine moves between runs).
-# About 45 s per run on the 2-core development VM.
+# calibration predicts within ±30%, how many it would with the in-place γ
+# for every reduction (bench/validation_hits.py: the model without
+# gamma_out_of_place, on the same run's points), and its points for a fresh and an unchanged exchange of
+# 1 MiB (how far the machine moves between runs).
+# About 90 s per run on the 2-core development VM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/venv.sh
@@ -24,20 +26,18 @@ for ((k = 1; k <= runs; k++)); do
     "$mpiexec" -n 2 "$py" -m mpi4py -m mpicoll.calibrate --check --quiet \
         --statistic "$statistic" --out "$work/cal.json" \
         --json "$work/rows.json" > /dev/null
-    "$py" - "$k" "$statistic" "$work/rows.json" "$work/cal.json" <<'PY' \
+    hits=$("$py" bench/validation_hits.py "$work/rows.json" "$work/cal.json")
+    "$py" - "$k" "$statistic" "$hits" "$work/cal.json" <<'PY' \
         | tee -a "$out/repeats.txt"
 import json
 import sys
 
-k, statistic, rows, cal = sys.argv[1:]
-with open(rows) as f:
-    rows = json.load(f)["rows"]
+k, statistic, hits, cal = sys.argv[1:]
 with open(cal) as f:
     points = json.load(f)["points"]
 at = {name: dict(map(tuple, points[name]))[1 << 20] * 1e6
       for name in ("exchange", "exchange_clean")}
-print(f"run {k} ({statistic}): {sum(r['within'] for r in rows)} of "
-      f"{len(rows)} within ±30%; exchange of 1 MiB: fresh "
+print(f"run {k} ({statistic}): {hits}; exchange of 1 MiB: fresh "
       f"{at['exchange']:.1f} us, unchanged {at['exchange_clean']:.1f} us")
 PY
 done

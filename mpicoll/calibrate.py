@@ -29,7 +29,11 @@ the 5th percentile, of all ranks' calls):
   kept in the file: ``points["exchange"]`` and
   ``points["exchange_clean"]``);
 - *reduce*: ``dst = tmp (op) dst`` on ``n`` bytes (the ufunc call of a
-  bound ``Reduce``), per op and dtype, on every rank at once;
+  bound ``Reduce``), per op and dtype, on every rank at once; and out of
+  place, ``dst = tmp (op) src`` with three buffers, as most schedules'
+  first reduction of a vector is (``recv = incoming op send``): one
+  more buffer streams through the memory, written without being read,
+  which on a memory-bound machine costs more per byte;
 - *copy*: ``recv[:] = send`` on ``n`` bytes (a bound ``Copy``);
 - *write*: ``fill`` on ``n`` bytes, what the benchmark's ``--rewrite``
   adds to each call (``points["write"]``, for the validation only).
@@ -194,11 +198,13 @@ def exchange(n: int, peer: int, fresh: bool):
                           "tmp": np.ones(n, np.uint8)})
 
 
-def reduction(n: int, op: str, dtype: str):
-    """The steps of one ``recv = tmp (op) recv`` on ``n`` bytes."""
+def reduction(n: int, op: str, dtype: str, out_of_place: bool = False):
+    """The steps of one ``recv = tmp (op) recv`` on ``n`` bytes, or with
+    ``out_of_place`` of one ``recv = tmp (op) send``."""
     k = max(1, n // np.dtype(dtype).itemsize)
     arrays = {name: np.ones(k, dtype) for name in ("send", "recv", "tmp")}
-    return _steps(lambda b: b.reduce(Span("tmp", 0, k), Span("recv", 0, k),
+    other = Span("send" if out_of_place else "recv", 0, k)
+    return _steps(lambda b: b.reduce(Span("tmp", 0, k), other,
                                      Span("recv", 0, k)),
                   arrays, builtin_op(op))
 
@@ -223,7 +229,8 @@ class Measured(NamedTuple):
 
     exchange: list  # fresh: copy then exchange, less the copy
     copy: list
-    reduce: dict  # {(op, dtype): points}
+    reduce: dict  # {(op, dtype): points}, in place
+    reduce_out_of_place: dict  # {(op, dtype): points}
     extra: dict  # for the record: exchange_clean, write
     beside: dict  # this rank's per-call times of ``beside``'s calls
     iters: int  # calls timed per name in the interleaved rounds
@@ -231,14 +238,14 @@ class Measured(NamedTuple):
 
 def measure(world, args, beside: dict | None = None) -> Measured:
     """The raw points over the calibration's sizes: the fresh exchange
-    (copy then exchange, less the copy), copy, reduce per op and dtype,
-    and for the record the exchange of an unchanged buffer and filling a
-    buffer as the benchmark's --rewrite does. The exchanges, copy and
-    write are timed interleaved in half the time budget; with ``beside``
-    (more calls, ``{name: call}``: ``--check``'s collectives) they are
-    interleaved with those and with the reduction those use (sum on
-    ``args.dtype``), in three quarters of it. The other reductions share
-    the rest."""
+    (copy then exchange, less the copy), copy, reduce in place and out of
+    place per op and dtype, and for the record the exchange of an
+    unchanged buffer and filling a buffer as the benchmark's --rewrite
+    does. The exchanges, copy and write are timed interleaved in half the
+    time budget; with ``beside`` (more calls, ``{name: call}``:
+    ``--check``'s collectives) they are interleaved with those and with
+    the reductions those use (sum on ``args.dtype``, both kinds), in three
+    quarters of it. The other reductions share the rest."""
     comm = world.Dup()
     sizes = args.point_sizes
     peer = world.Get_rank() ^ 1
@@ -251,12 +258,15 @@ def measure(world, args, beside: dict | None = None) -> Measured:
               "copy": lambda n: schedule(copying(n)),
               "write": lambda n: partial(np.ndarray.fill,
                                          np.empty(n, np.uint8), 1)}
-    pairs = [(op, dtype) for op in args.ops for dtype in args.dtypes]
-    together = [("sum", args.dtype)] if beside else []
+    # a reduction: ((op, dtype), out of place)
+    reductions = [((op, dtype), apart) for op in args.ops
+                  for dtype in args.dtypes for apart in (False, True)]
+    together = [(("sum", args.dtype), apart) for apart in (False, True)] \
+        if beside else []
     calls = {(kind, n): make(n) for kind, make in makers.items()
              for n in sizes}
-    calls.update({(pair, n): schedule(reduction(n, *pair))
-                  for pair in together for n in sizes})
+    calls.update({(key, n): schedule(reduction(n, *key[0], key[1]))
+                  for key in together for n in sizes})
     calls.update(beside or {})
     times, iters = timed(world, calls, args,
                          args.time_budget * (3 / 4 if beside else 1 / 2))
@@ -268,18 +278,20 @@ def measure(world, args, beside: dict | None = None) -> Measured:
         return [(n, seconds(times[(key, n)])) for n in sizes]
 
     series = {kind: points(kind) for kind in makers}
-    reduced = {pair: points(pair) for pair in together}
-    rest = [pair for pair in pairs if pair not in reduced]
-    for pair in rest:
-        alone, _ = timed(world, {n: schedule(reduction(n, *pair))
+    reduced = {key: points(key) for key in together}
+    rest = [key for key in reductions if key not in reduced]
+    for key in rest:
+        alone, _ = timed(world, {n: schedule(reduction(n, *key[0], key[1]))
                                  for n in sizes}, args,
                          args.time_budget * (1 / 4 if beside else 1 / 2)
                          / len(rest))
-        reduced[pair] = [(n, seconds(alone[n])) for n in sizes]
+        reduced[key] = [(n, seconds(alone[n])) for n in sizes]
     comm.Free()
     fresh = [(n, max(t - c, 0.0)) for (n, t), (_, c)
              in zip(series.pop("both"), series["copy"])]
-    return Measured(fresh, series.pop("copy"), reduced, series,
+    in_place, apart = ({pair: pts for (pair, out), pts in reduced.items()
+                        if out == kind} for kind in (False, True))
+    return Measured(fresh, series.pop("copy"), in_place, apart, series,
                     {key: times[key] for key in beside or ()}, iters)
 
 
@@ -319,7 +331,7 @@ def calibrate(world, args, argv, beside: dict | None = None
                                  *argv])}
     got = measure(world, args, beside)
     return calibration.fit(got.exchange, got.copy, got.reduce, args.ranges,
-                           got.extra, **info), got
+                           got.extra, got.reduce_out_of_place, **info), got
 
 
 def describe(cal: calibration.Calibration) -> str:
@@ -336,10 +348,14 @@ def describe(cal: calibration.Calibration) -> str:
         lines.append(f"  {span:>22} {alpha * 1e6:9.2f} {gbps(beta)}"
                      f" {gbps(copy)}")
         lo = upto
-    lines.append(f"# 1/gamma (GB/s) per range: {'op':>5} {'dtype':>8}")
-    for (op, dtype), values in cal.gamma.items():
-        lines.append(f"  {op:>32} {dtype:>8} "
-                     + " ".join(gbps(g) for g in values))
+    for title, table in (("in place", cal.gamma),
+                         ("out of place", cal.gamma_out_of_place)):
+        if table:
+            lines.append(f"# 1/gamma (GB/s) per range, {title}:"
+                         f" {'op':>4} {'dtype':>8}")
+        for (op, dtype), values in table.items():
+            lines.append(f"  {op:>37} {dtype:>8} "
+                         + " ".join(gbps(g) for g in values))
     return "\n".join(lines)
 
 

@@ -21,16 +21,22 @@ seconds per byte):
     round's ``n`` bytes copied cost ``copy·n``.
 ``gamma``
     ``{op: {dtype: [per range]}}``: seconds per byte of reduction output
-    (``"sum"``, ``"prod"``, ``"max"``, ``"min"`` by NumPy dtype name).
+    (``"sum"``, ``"prod"``, ``"max"``, ``"min"`` by NumPy dtype name), for
+    a reduction in place (``b = a op b``).
+``gamma_out_of_place`` (optional)
+    The same for a reduction into a third buffer (``dst = a op b``, as
+    most schedules' first reduction of a vector is: ``recv = incoming op
+    send``); absent, such a reduction costs ``gamma``.
 ``machine``, ``mpi``, ``date``, ``command``
     Where and how it was measured: hostname, CPU model and cores; MPI
     library, mpi4py version, ranks, thread level.
 ``points``
     The raw measurements the fit used: ``exchange``, ``copy`` (``[bytes,
-    seconds]`` pairs) and ``reduce`` (``{op: {dtype: pairs}}``).
+    seconds]`` pairs), ``reduce`` and ``reduce_out_of_place`` (``{op:
+    {dtype: pairs}}``).
 
 Fitting: per range, α and β are the least-squares ``alpha + beta·n`` line
-through the exchange points, γ and copy the slope through the origin
+through the exchange points, both γ and copy the slope through the origin
 (``per_byte·n``) of the reduce and copy points, all by relative error (so
 a range's per-byte cost absorbs the fixed Python cost of the call at its
 smallest sizes). The ranges' bounds are the split of the sizes into at
@@ -63,10 +69,14 @@ class CalibrationError(ValueError):
 class Calibration:
     """A fitted calibration: ``ranges`` of ``(upto, alpha, beta, copy)``
     (the last ``upto`` None), ``gamma`` per ``(op, dtype)`` with one value
-    per range, and where it was measured."""
+    per range (reductions in place), the same for reductions out of place
+    (``gamma_out_of_place``; empty where they were not measured), and
+    where it was measured."""
 
     ranges: tuple[tuple[int | None, float, float, float], ...]
     gamma: dict[tuple[str, str], tuple[float, ...]]
+    gamma_out_of_place: dict[tuple[str, str], tuple[float, ...]] = field(
+        default_factory=dict)
     machine: dict = field(default_factory=dict)
     mpi: dict = field(default_factory=dict)
     date: str = ""
@@ -85,12 +95,18 @@ class Calibration:
                  mpi.get("ranks") and f"{mpi['ranks']} ranks", library]
         return ", ".join(str(p) for p in parts if p)
 
-    def gamma_for(self, op: str, dtype: str) -> tuple[float, ...]:
-        """γ per range for ``op`` on ``dtype``; for a pair not measured,
-        the largest measured γ of each range (a cautious stand-in)."""
-        if (op, dtype) in self.gamma:
-            return self.gamma[(op, dtype)]
-        return tuple(map(max, zip(*self.gamma.values())))
+    def gamma_for(self, op: str, dtype: str, out_of_place: bool = False
+                  ) -> tuple[float | None, ...]:
+        """γ per range for ``op`` on ``dtype``, in place or out of place;
+        for a pair not measured, the largest measured γ of each range (a
+        cautious stand-in); None per range for out of place where the file
+        has none (the model then takes γ in place)."""
+        table = self.gamma_out_of_place if out_of_place else self.gamma
+        if not table:
+            return (None,) * len(self.ranges)
+        if (op, dtype) in table:
+            return table[(op, dtype)]
+        return tuple(map(max, zip(*table.values())))
 
     @property
     def ranks_per_node(self) -> int | None:
@@ -110,8 +126,9 @@ class Calibration:
         ``ranges_intra``) and the rest this one's; γ and copy stay this
         calibration's."""
         gamma = self.gamma_for(op, dtype)
-        pieces = [SizeRange(upto, a, b, g, c)
-                  for (upto, a, b, c), g in zip(self.ranges, gamma)]
+        apart = self.gamma_for(op, dtype, out_of_place=True)
+        pieces = [SizeRange(upto, a, b, g, c, o) for (upto, a, b, c), g, o
+                  in zip(self.ranges, gamma, apart)]
         last = pieces.pop()
         inside: dict = {}
         if intra is not None:
@@ -121,18 +138,25 @@ class Calibration:
             inside = {"alpha_intra": top.alpha, "beta_intra": top.beta,
                       "ranges_intra": tuple(links)}
         return Network(last.alpha, last.beta, last.gamma, last.copy,
-                       ranges=tuple(pieces), **inside)
+                       ranges=tuple(pieces),
+                       gamma_out_of_place=last.gamma_out_of_place, **inside)
 
     def to_json(self) -> dict:
         """The file's contents (module docstring)."""
-        gamma: dict = {}
-        for (op, dtype), values in self.gamma.items():
-            gamma.setdefault(op, {})[dtype] = list(values)
-        return {"format": FORMAT, "version": VERSION,
+        def nested(table: dict) -> dict:
+            out: dict = {}
+            for (op, dtype), values in table.items():
+                out.setdefault(op, {})[dtype] = list(values)
+            return out
+
+        data = {"format": FORMAT, "version": VERSION,
                 "machine": self.machine, "mpi": self.mpi, "date": self.date,
                 "command": self.command,
                 "ranges": [dict(zip(RANGE_FIELDS, r)) for r in self.ranges],
-                "gamma": gamma, "points": self.points}
+                "gamma": nested(self.gamma)}
+        if self.gamma_out_of_place:
+            data["gamma_out_of_place"] = nested(self.gamma_out_of_place)
+        return {**data, "points": self.points}
 
     def save(self, path: str) -> None:
         with open(path, "w") as f:
@@ -171,25 +195,33 @@ class Calibration:
         bounds = [r[0] for r in rows[:-1]]
         if bounds != sorted(set(bounds)):
             raise bad("ranges' upto must increase")
-        gamma = {}
-        table = data.get("gamma")
-        if not isinstance(table, dict) or not table:
-            raise bad("\"gamma\" must map op to dtype to a list per range")
-        for op, by_dtype in table.items():
-            if not isinstance(by_dtype, dict) or not by_dtype:
-                raise bad(f"gamma[{op!r}] must map dtype to a list per range")
-            for dtype, values in by_dtype.items():
-                where = f"gamma[{op!r}][{dtype!r}]"
-                if not isinstance(values, list) or len(values) != len(rows):
-                    raise bad(f"{where} must be a list of {len(rows)} values"
-                              " (one per range)")
-                gamma[(op, dtype)] = tuple(_cost(v, where, bad)
-                                           for v in values)
+        gamma = _gamma_table(data.get("gamma"), "gamma", len(rows), bad)
+        apart = data.get("gamma_out_of_place")
+        apart = {} if apart is None else _gamma_table(
+            apart, "gamma_out_of_place", len(rows), bad)
         info = {k: data.get(k, kind()) for k, kind in INFO}
         for k, kind in INFO:
             if not isinstance(info[k], kind):
                 raise bad(f"\"{k}\" must be a JSON {kind.__name__}")
-        return cls(tuple(rows), gamma, **info)
+        return cls(tuple(rows), gamma, apart, **info)
+
+
+def _gamma_table(table, name: str, ranges: int, bad) -> dict:
+    """``{(op, dtype): per range}`` from the file's ``{op: {dtype: [per
+    range]}}`` under ``name``; ``bad(what)`` the error for what is wrong."""
+    if not isinstance(table, dict) or not table:
+        raise bad(f"\"{name}\" must map op to dtype to a list per range")
+    out = {}
+    for op, by_dtype in table.items():
+        if not isinstance(by_dtype, dict) or not by_dtype:
+            raise bad(f"{name}[{op!r}] must map dtype to a list per range")
+        for dtype, values in by_dtype.items():
+            where = f"{name}[{op!r}][{dtype!r}]"
+            if not isinstance(values, list) or len(values) != ranges:
+                raise bad(f"{where} must be a list of {ranges} values"
+                          " (one per range)")
+            out[(op, dtype)] = tuple(_cost(v, where, bad) for v in values)
+    return out
 
 
 def _cost(value, where: str, bad) -> float:
@@ -285,31 +317,41 @@ def _in_range(points, lo: float, hi: float | None) -> list:
 
 
 def fit(exchange, copy, reduce: dict, ranges: int = 4, extra=None,
-        **info) -> Calibration:
+        reduce_out_of_place: dict | None = None, **info) -> Calibration:
     """A :class:`Calibration` from raw points: ``exchange`` and ``copy``
-    ``(bytes, seconds)`` pairs, ``reduce`` ``{(op, dtype): pairs}``, all on
-    one grid of sizes; ``extra``: more series kept with the points, not
-    fitted (by name); ``info``: machine, mpi, date, command. Messages and
-    local steps change shape at different sizes (protocol switches, cache
-    sizes), so each gets its own split into at most ``ranges`` ranges
-    (:func:`split`), and the file's ranges are the union of the two: each
-    range holds its message range's ``(alpha, beta)`` and its local
-    range's per-byte copy and γ slopes."""
+    ``(bytes, seconds)`` pairs, ``reduce`` (in place) and
+    ``reduce_out_of_place`` ``{(op, dtype): pairs}``, all on one grid of
+    sizes; ``extra``: more series kept with the points, not fitted (by
+    name); ``info``: machine, mpi, date, command. Messages and local steps
+    change shape at different sizes (protocol switches, cache sizes), so
+    each gets its own split into at most ``ranges`` ranges (:func:`split`),
+    and the file's ranges are the union of the two: each range holds its
+    message range's ``(alpha, beta)`` and its local range's per-byte copy
+    and γ slopes."""
+    tables = {"reduce": reduce, "reduce_out_of_place": reduce_out_of_place
+              or {}}
     messages = [*split([exchange], ranges), None]
-    local = [*split([copy, *reduce.values()], ranges), None]
-    rows, gamma = [], {key: [] for key in reduce}
+    local = [*split([copy, *reduce.values(),
+                     *tables["reduce_out_of_place"].values()], ranges), None]
+    rows = []
+    gamma = {name: {key: [] for key in table}
+             for name, table in tables.items()}
     for hi in [*sorted({*messages, *local} - {None}), None]:
         alpha, beta = fit_line(_around(exchange, messages, hi))
         rows.append((hi, alpha, beta, fit_slope(_around(copy, local, hi))))
-        for key, pts in reduce.items():
-            gamma[key].append(fit_slope(_around(pts, local, hi)))
+        for name, table in tables.items():
+            for key, pts in table.items():
+                gamma[name][key].append(fit_slope(_around(pts, local, hi)))
     raw = {name: [list(p) for p in pts] for name, pts in
            {"exchange": exchange, "copy": copy, **(extra or {})}.items()}
-    raw["reduce"] = {}
-    for (op, dtype), pts in reduce.items():
-        raw["reduce"].setdefault(op, {})[dtype] = [list(p) for p in pts]
-    return Calibration(tuple(rows), {k: tuple(v) for k, v in gamma.items()},
-                       points=raw, **info)
+    for name, table in tables.items():
+        if table:
+            raw[name] = {}
+        for (op, dtype), pts in table.items():
+            raw[name].setdefault(op, {})[dtype] = [list(p) for p in pts]
+    in_place, apart = ({k: tuple(v) for k, v in gamma[name].items()}
+                       for name in tables)
+    return Calibration(tuple(rows), in_place, apart, points=raw, **info)
 
 
 def _around(points, bounds: list, hi: int | None) -> list:

@@ -19,8 +19,9 @@ Rabenseifner & Gropp (2005) and MPICH's cost comments:
   (``alpha_intra``/``beta_intra`` between two ranks of one node);
 - a round is over when all its messages are; its local steps then take
   ``γ`` per byte reduced (each :class:`~mpicoll.schedule.core.Reduce`'s
-  output) and ``copy`` per byte copied (free by default, as in the
-  published forms), which gives ``P(r, k+1)``;
+  output; ``gamma_out_of_place`` where its output is a third buffer,
+  apart from both operands) and ``copy`` per byte copied (free by
+  default, as in the published forms), which gives ``P(r, k+1)``;
 - the prediction is the critical path: the latest rank's finish.
 
 Not modelled: contention between pairs (links are per rank), the cost of
@@ -67,21 +68,32 @@ class SizeRange(NamedTuple):
     beta: float
     gamma: float
     copy: float
+    gamma_out_of_place: float | None = None  # None: this range's gamma
+
+
+# A cost that may be None, and the one it then stands for.
+STANDS_FOR = {"alpha_intra": "alpha", "beta_intra": "beta",
+              "gamma_out_of_place": "gamma"}
 
 
 @dataclass(frozen=True)
 class Network:
     """Costs in seconds: ``alpha`` per message and ``beta`` per byte between
     nodes (between any two ranks when no node map is given), ``gamma`` per
-    byte reduced, ``copy`` per byte copied locally, and ``alpha_intra`` and
-    ``beta_intra`` within a node (None: the same as between nodes).
+    byte reduced, ``copy`` per byte copied locally, ``alpha_intra`` and
+    ``beta_intra`` within a node (None: the same as between nodes), and
+    ``gamma_out_of_place`` per byte reduced into a buffer apart from both
+    operands (``dst = a op b``, three buffers' worth of memory traffic
+    where ``b = a op b`` has two; None: ``gamma``, as the published forms
+    have it).
 
-    ``ranges`` (increasing ``upto``) refine the four base costs by size, as
+    ``ranges`` (increasing ``upto``) refine the base costs by size, as
     a calibration measures them (:mod:`mpicoll.calibration`): a message
     between nodes (or within one, where the intra-node costs are None) of
     ``n`` bytes costs the first range's ``alpha + beta·n`` with ``n <=
-    upto``, a round's ``n`` bytes reduced or copied its ``gamma·n`` or
-    ``copy·n``; sizes above the last range take the base costs.
+    upto``, a round's ``n`` bytes reduced (in place or out of place) or
+    copied its ``gamma·n`` (``gamma_out_of_place·n``) or ``copy·n``;
+    sizes above the last range take the base costs.
     ``ranges_intra`` refine ``alpha_intra`` and ``beta_intra`` the same
     way (their ``gamma`` and ``copy`` are not read): a calibration made
     inside a node beside one made between nodes
@@ -95,6 +107,7 @@ class Network:
     beta_intra: float | None = None
     ranges: tuple[SizeRange, ...] = ()
     ranges_intra: tuple[SizeRange, ...] = ()
+    gamma_out_of_place: float | None = None
 
     def __post_init__(self) -> None:
         tables = ("ranges", "ranges_intra")
@@ -113,18 +126,25 @@ class Network:
                              "beta_intra, which must then be given")
 
     def by_size(self, name: str, nbytes: np.ndarray) -> np.ndarray | float:
-        """The cost ``name`` (alpha, beta, gamma, copy, alpha_intra or
-        beta_intra) for each size in ``nbytes``: its range's, or the base
-        one (a float, when there are no ranges). An intra-node cost that
-        is None is the one between nodes."""
+        """The cost ``name`` (alpha, beta, gamma, copy, gamma_out_of_place,
+        alpha_intra or beta_intra) for each size in ``nbytes``: its
+        range's, or the base one (a float, when there are no ranges). A
+        cost that is None is the one it stands for (:data:`STANDS_FOR`):
+        an intra-node cost the one between nodes, an out-of-place γ (the
+        network's or a range's) the γ beside it."""
         base = getattr(self, name)
-        field, intra = name.removesuffix("_intra"), name.endswith("_intra")
-        if intra and base is None:
-            return self.by_size(field, nbytes)
-        ranges = self.ranges_intra if intra else self.ranges
+        if base is None and name.endswith("_intra"):
+            return self.by_size(STANDS_FOR[name], nbytes)
+        if base is None:
+            base = getattr(self, STANDS_FOR[name])
+        field = name.removesuffix("_intra")
+        ranges = self.ranges_intra if field != name else self.ranges
         if not ranges:
             return base
-        table = np.array([getattr(r, field) for r in ranges] + [base])
+        values = [getattr(r, field) for r in ranges]
+        values = [getattr(r, STANDS_FOR[field]) if v is None else v
+                  for r, v in zip(ranges, values)]
+        table = np.array([*values, base])
         return table[np.searchsorted([r.upto for r in ranges], nbytes)]
 
 
@@ -137,6 +157,8 @@ class RankProfile(NamedTuple):
     received: tuple[tuple[int, ...], ...]
     reduced: tuple[int, ...]  # per round: bytes of reduction output
     copied: tuple[int, ...]  # per round: bytes copied locally
+    # per round: the part of ``reduced`` written apart from both operands
+    reduced_out_of_place: tuple[int, ...]
 
     @property
     def rounds(self) -> int:
@@ -156,18 +178,24 @@ class RankProfile(NamedTuple):
 
 def _rounds(schedule: Schedule) -> tuple:
     """The schedule reduced to what costs time, in elements: per round,
-    ``((peer, n) sends, (peer, n) receives, reduced, copied)``."""
+    ``((peer, n) sends, (peer, n) receives, (reduced in place, reduced out
+    of place), copied)``. A reduction is in place when its output is one
+    of its operands (schedules are alias-safe: otherwise it overlaps
+    neither)."""
     out = []
     for rnd in schedule.rounds:
-        reduced = copied = 0
+        in_place = out_of_place = copied = 0
         for step in rnd.local:
-            if isinstance(step, Reduce):
-                reduced += step.dst.stop - step.dst.start
+            n = step.dst.stop - step.dst.start
+            if not isinstance(step, Reduce):
+                copied += n
+            elif step.dst in (step.a, step.b):
+                in_place += n
             else:
-                copied += step.dst.stop - step.dst.start
+                out_of_place += n
         out.append((tuple((s.peer, s.span.stop - s.span.start) for s in rnd.sends),
                     tuple((r.peer, r.span.stop - r.span.start) for r in rnd.recvs),
-                    reduced, copied))
+                    (in_place, out_of_place), copied))
     return tuple(out)
 
 
@@ -210,8 +238,9 @@ def profile(collective: str, algorithm: str, size: int, count,
             rank,
             tuple(tuple(n * itemsize for _, n in s) for s, _, _, _ in rounds),
             tuple(tuple(n * itemsize for _, n in r) for _, r, _, _ in rounds),
-            tuple(red * itemsize for _, _, red, _ in rounds),
-            tuple(cop * itemsize for _, _, _, cop in rounds)))
+            tuple(sum(red) * itemsize for _, _, red, _ in rounds),
+            tuple(cop * itemsize for _, _, _, cop in rounds),
+            tuple(red[1] * itemsize for _, _, red, _ in rounds)))
     return tuple(out)
 
 
@@ -286,13 +315,13 @@ class _Graph:
         node = 0
         for i, rounds in enumerate(ranks):
             starts.append(node)
-            local.append((0, 0))
+            local.append((0, 0, 0))
             for s, r, red, cop in rounds:
                 sends += [(send_key(i, q), node, n, intra(i, q), j == 0)
                           for j, (q, n) in enumerate(s)]
                 recvs += [(recv_key(i, q), node, n, False, j == 0)
                           for j, (q, n) in enumerate(r)]
-                local.append((red, cop))
+                local.append((*red, cop))
                 node += 1
             finish.append(node)
             node += 1
@@ -320,7 +349,7 @@ class _Graph:
         later = np.setdiff1d(np.arange(nn), starts)  # not a rank's first
         preds[later, 0] = later - 1
         self.preds, self.nn, self.finish = preds, nn, np.array(finish)
-        self.local = np.array(local, dtype=np.float64).reshape(-1, 2)
+        self.local = np.array(local, dtype=np.float64).reshape(-1, 3)
         self.length = s_arr[s_ord, 2].astype(np.float64)
         self.intra = s_arr[s_ord, 3].astype(bool)
         self.order = self._order()
@@ -354,8 +383,9 @@ class _Graph:
         key = (net, itemsize)
         if key not in self._cache:
             cost = np.zeros(self.n)
-            red, cop = (itemsize * self.local).T
+            red, apart, cop = (itemsize * self.local).T
             cost[:self.nn] = (net.by_size("gamma", red) * red
+                              + net.by_size("gamma_out_of_place", apart) * apart
                               + net.by_size("copy", cop) * cop)
             nbytes = itemsize * self.length
             ax, bx = net.by_size("alpha", nbytes), net.by_size("beta", nbytes)

@@ -35,13 +35,14 @@ def test_calibration_file_is_complete(calibrated):
     path, _ = calibrated
     cal = load_calibration(path)  # every number checked by the loader
     assert 1 <= len(cal.ranges) <= 3 and cal.ranges[-1][0] is None
-    assert set(cal.gamma) == {(op, d) for op in ("sum", "max")
-                              for d in ("float32", "int64")}
+    pairs = {(op, d) for op in ("sum", "max") for d in ("float32", "int64")}
+    assert set(cal.gamma) == set(cal.gamma_out_of_place) == pairs
     sizes = [8, 64, 512, 4096, 32768]
     assert [n for n, _ in cal.points["exchange"]] == sizes
     for series in ("copy", "exchange_clean", "write"):
         assert [n for n, _ in cal.points[series]] == sizes
-    assert [n for n, _ in cal.points["reduce"]["max"]["int64"]] == sizes
+    for series in ("reduce", "reduce_out_of_place"):
+        assert [n for n, _ in cal.points[series]["max"]["int64"]] == sizes
     assert all(t > 0 for _, t in cal.points["exchange"])
     size = MPI.COMM_WORLD.Get_size()
     assert cal.mpi["ranks"] == size

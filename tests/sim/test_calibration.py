@@ -16,6 +16,7 @@ from mpicoll.calibration import Calibration, CalibrationError, fit, \
     fit_line, fit_slope, load_calibration, split
 from mpicoll.model import Network, SizeRange, predict
 from mpicoll.simulate_cli import main as simulate
+from scripts import load
 
 SIZES = [1 << i for i in range(3, 26)]  # 8 B .. 32 MiB
 # (upto, alpha, beta) of the exchange; (upto, per byte) of copy and reduce
@@ -42,7 +43,9 @@ def local_points(scale=1.0):
 def calibration(**info) -> Calibration:
     return fit(exchange_points(), local_points(),
                {("sum", "float32"): local_points(0.5),
-                ("max", "float64"): local_points(2.0)}, ranges=3, **info)
+                ("max", "float64"): local_points(2.0)}, ranges=3,
+               reduce_out_of_place={("sum", "float32"): local_points(1.5)},
+               **info)
 
 
 def test_line_and_slope_recover_exact_costs():
@@ -74,9 +77,10 @@ def test_fit_recovers_every_range():
         n = upto or SIZES[-1]
         assert (alpha, beta) == pytest.approx(piecewise(MESSAGES, n), rel=1e-6)
         assert copy == pytest.approx(piecewise(LOCAL, n)[0], rel=1e-9)
-    sums = cal.gamma[("sum", "float32")]
-    assert sums == pytest.approx([0.5 * piecewise(LOCAL, upto or SIZES[-1])[0]
-                                  for upto, *_ in cal.ranges])
+    for table, scale in ((cal.gamma, 0.5), (cal.gamma_out_of_place, 1.5)):
+        assert table[("sum", "float32")] == pytest.approx(
+            [scale * piecewise(LOCAL, upto or SIZES[-1])[0]
+             for upto, *_ in cal.ranges])
 
 
 def test_fit_tolerates_noise():
@@ -94,15 +98,16 @@ def test_fit_tolerates_noise():
 
 def test_network_prices_by_range():
     """One 2-rank exchange of n bytes then its reduction (recursive
-    doubling): each size takes its own range's α, β and γ; above the last
-    bound, the base costs."""
+    doubling, ``recv = incoming op send``: out of place): each size takes
+    its own range's α, β and out-of-place γ; above the last bound, the
+    base costs."""
     cal = calibration()
     net = cal.network("sum", "float32")
     assert net.alpha == cal.ranges[-1][1]
     assert [r.upto for r in net.ranges] == [r[0] for r in cal.ranges[:-1]]
     for n in (64, 4096, 8192, 1 << 19, 1 << 22):
         a, b = piecewise(MESSAGES, n)
-        g = 0.5 * piecewise(LOCAL, n)[0]
+        g = 1.5 * piecewise(LOCAL, n)[0]
         want = a + b * n + g * n
         got = predict("allreduce", "recursive_doubling", 2, n // 4, 4, net)
         assert got == pytest.approx(want, rel=1e-6)
@@ -150,6 +155,52 @@ def test_json_round_trip(tmp_path):
 def test_unmeasured_op_takes_the_slowest_gamma():
     cal = calibration()
     assert cal.gamma_for("band", "int8") == cal.gamma[("max", "float64")]
+    assert cal.gamma_for("max", "float64", out_of_place=True) == \
+        cal.gamma_out_of_place[("sum", "float32")]
+
+
+def test_without_out_of_place_points_every_reduction_costs_gamma():
+    """A file without ``gamma_out_of_place`` (as before it was measured)
+    prices a reduction out of place as one in place."""
+    data = good()
+    del data["gamma_out_of_place"], data["points"]["reduce_out_of_place"]
+    cal = Calibration.from_json(data)
+    assert cal.gamma_out_of_place == {}
+    net = cal.network("sum", "float32")
+    assert net.gamma_out_of_place is None
+    assert all(r.gamma_out_of_place is None for r in net.ranges)
+    n = 1 << 19
+    a, b = piecewise(MESSAGES, n)
+    assert predict("allreduce", "recursive_doubling", 2, n // 4, 4, net) == \
+        pytest.approx(a + b * n + 0.5 * piecewise(LOCAL, n)[0] * n, rel=1e-6)
+
+
+def test_validation_hits_count_both_models(tmp_path, capsys):
+    """bench/validation_hits.py: the rows' own count, and the count with
+    every reduction at the in-place γ. Rows measured as predicted: the
+    2-rank recursive doubling of 512 KiB reduces out of place (γ 1.5
+    against 0.5 per byte of LOCAL's: 42 of its 109 µs), so it misses
+    without; the reduce-scatter reduces in place, so it hits either way.
+    A calibration without the out-of-place γ counts the same twice."""
+    hits = load("validation_hits")
+    path, rows_path = tmp_path / "cal.json", tmp_path / "rows.json"
+    cal = calibration()
+    cal.save(str(path))
+    net, n = cal.network("sum", "float32"), 1 << 19
+    rows = []
+    for c, a in (("allreduce", "recursive_doubling"),
+                 ("reduce_scatter_block", "pairwise")):
+        t = 1e6 * predict(c, a, 2, n // 4, 4, net)
+        rows.append({"collective": c, "algorithm": a, "nranks": 2,
+                     "count": n // 4, "dtype": "float32", "within": True,
+                     "predicted_us": t, "measured_us": t})
+    assert hits.hits(rows, str(path)) == (2, 1)
+    Calibration(cal.ranges, cal.gamma, points=cal.points).save(str(path))
+    assert hits.hits(rows, str(path)) == (2, 2)
+    rows_path.write_text(json.dumps({"rows": rows}))
+    assert hits.main([str(rows_path), str(path)]) == 0
+    assert capsys.readouterr().out == ("2 of 2 within ±30% (2 with gamma in "
+                                       "place for every reduction)\n")
 
 
 def good() -> dict:
@@ -170,6 +221,12 @@ BAD = [
     (lambda d: d["gamma"]["sum"].update(float32=[1e-10]),
      r"gamma\['sum'\]\['float32'\] must be a list of \d+ values"),
     (lambda d: d.update(gamma={}), '"gamma" must map'),
+    (lambda d: d["gamma_out_of_place"]["sum"].update(float32=[1e-10]),
+     r"gamma_out_of_place\['sum'\]\['float32'\] must be a list of"),
+    (lambda d: d["gamma_out_of_place"]["sum"]["float32"].__setitem__(0, -1),
+     r"gamma_out_of_place\['sum'\]\['float32'\] must be a finite number"),
+    (lambda d: d.update(gamma_out_of_place={}),
+     '"gamma_out_of_place" must map'),
     (lambda d: d.update(machine="vm"), '"machine" must be a JSON dict'),
 ]
 
@@ -245,14 +302,14 @@ def two_links(tmp_path):
 
 def test_intra_and_inter_calibrations_combine(tmp_path):
     """Two ranks on one node pay the intra calibration's α and β by its
-    ranges, on two nodes the inter one's; the reduction is the inter
-    calibration's γ either way."""
+    ranges, on two nodes the inter one's; the reduction (out of place) is
+    the inter calibration's γ either way."""
     inter, intra, _ = two_links(tmp_path)
     net = inter.network("sum", "float32", intra=intra)
     assert net.alpha_intra == intra.ranges[-1][1]
     assert [r.upto for r in net.ranges_intra] == [r[0] for r in intra.ranges[:-1]]
     for n in (1024, 1 << 15, 1 << 16, 1 << 22):
-        g = 0.5 * piecewise(LOCAL, n)[0] * n
+        g = 1.5 * piecewise(LOCAL, n)[0] * n
         a, b = piecewise(INSIDE, n)
         inside = predict("allreduce", "recursive_doubling", 2, n // 4, 4, net,
                          nodes=(0, 0))

@@ -255,6 +255,29 @@ def test_copies_cost_what_the_network_says():
         formula("allgather", "ring", 6, 6 * 7 * ITEMSIZE, MIXED)
 
 
+@pytest.mark.parametrize("size", (2, 4, 8))
+def test_reductions_out_of_place_cost_their_own_gamma(size):
+    """Recursive doubling's first reduction writes ``recv = incoming op
+    send``, a third buffer; its later ones ``recv = incoming op recv``, in
+    place. Each costs its own γ; without ``gamma_out_of_place``, γ."""
+    count, rounds = 10, size.bit_length() - 1
+    n = count * ITEMSIZE
+    profiles = per_rank("allreduce", "recursive_doubling", size, count)
+    for prof in profiles:
+        assert prof.reduced == (n,) * rounds
+        assert prof.reduced_out_of_place == (n,) + (0,) * (rounds - 1)
+    apart = Network(0, 0, gamma=1, gamma_out_of_place=3)
+    assert same(derived("allreduce", "recursive_doubling", size, count,
+                        apart), n * (3 + (rounds - 1)))
+    assert same(derived("allreduce", "recursive_doubling", size, count,
+                        GAMMA), n * rounds)
+    # a reduce-scatter's reductions all land in place
+    assert same(derived("reduce_scatter_block", "recursive_halving", size,
+                        count, apart),
+                derived("reduce_scatter_block", "recursive_halving", size,
+                        count, GAMMA))
+
+
 # -- rounds and bytes, against the builders' docstrings -------------------
 
 def per_rank(collective, name, size, count, **kw):
