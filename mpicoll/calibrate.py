@@ -175,9 +175,10 @@ def parse_args(argv, rank: int = 0, size: int = 2):
 # --- measuring -------------------------------------------------------------
 
 
-def _steps(build, arrays: dict, op=None):
-    """One schedule (``build(builder)`` adds its round), bound to
-    ``arrays`` and compiled as the MPI layer does."""
+def one_round(build, arrays: dict, op=None):
+    """One schedule (``build(builder)`` adds its steps: a round, perhaps
+    after a local copy), bound to ``arrays`` and compiled as the MPI
+    layer does (``sync`` and ``tmp`` empty unless given)."""
     builder = ScheduleBuilder()
     build(builder)
     arrays = {"sync": arrays["send"][:0], "tmp": arrays["send"][:0], **arrays}
@@ -193,9 +194,9 @@ def exchange(n: int, peer: int, fresh: bool):
             b.copy(Span("tmp", 0, n), Span("send", 0, n))
         b.exchange([(peer, Span("send", 0, n))], [(peer, Span("recv", 0, n))])
 
-    return _steps(build, {"send": np.ones(n, np.uint8),
-                          "recv": np.zeros(n, np.uint8),
-                          "tmp": np.ones(n, np.uint8)})
+    return one_round(build, {"send": np.ones(n, np.uint8),
+                             "recv": np.zeros(n, np.uint8),
+                             "tmp": np.ones(n, np.uint8)})
 
 
 def reduction(n: int, op: str, dtype: str, out_of_place: bool = False):
@@ -204,15 +205,16 @@ def reduction(n: int, op: str, dtype: str, out_of_place: bool = False):
     k = max(1, n // np.dtype(dtype).itemsize)
     arrays = {name: np.ones(k, dtype) for name in ("send", "recv", "tmp")}
     other = Span("send" if out_of_place else "recv", 0, k)
-    return _steps(lambda b: b.reduce(Span("tmp", 0, k), other,
-                                     Span("recv", 0, k)),
-                  arrays, builtin_op(op))
+    return one_round(lambda b: b.reduce(Span("tmp", 0, k), other,
+                                        Span("recv", 0, k)),
+                     arrays, builtin_op(op))
 
 
 def copying(n: int):
     """The steps of one ``recv[:] = send`` on ``n`` bytes."""
-    return _steps(lambda b: b.copy(Span("send", 0, n), Span("recv", 0, n)),
-                  {"send": np.ones(n, np.uint8), "recv": np.zeros(n, np.uint8)})
+    return one_round(lambda b: b.copy(Span("send", 0, n), Span("recv", 0, n)),
+                     {"send": np.ones(n, np.uint8),
+                      "recv": np.zeros(n, np.uint8)})
 
 
 def timed(world, calls: dict, args, budget: float) -> tuple[dict, int]:

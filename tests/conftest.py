@@ -44,6 +44,28 @@ def pytest_configure(config):
         config.option.basetemp = f"{config.option.basetemp}/rank{rank}"
 
 
+# Tests marked ``interface`` (setup.cfg) check what wraps the algorithms:
+# buffer forms and exceptions against mpi4py, torch.distributed's face,
+# the device path, the benchmark's harness, the docs' examples. None of
+# that changes with the rank count past the odd, even and unequal-halves
+# cases 1 to 5 ranks give, while 8 oversubscribed ranks make each call
+# several times slower; the algorithms' own tests run at every count.
+INTERFACE_RANKS = 5
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip ``interface`` tests above :data:`INTERFACE_RANKS` ranks."""
+    size = _world_size()
+    if size <= INTERFACE_RANKS:
+        return
+    skip = pytest.mark.skip(
+        reason=f"an interface test: runs at 1 to {INTERFACE_RANKS} ranks; "
+               f"the algorithms' own tests run at {size}")
+    for item in items:
+        if item.get_closest_marker("interface"):
+            item.add_marker(skip)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_logreport(report):
     if report.failed and _world_size() > 1:

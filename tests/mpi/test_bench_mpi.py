@@ -15,7 +15,7 @@ import mpicoll
 from mpicoll.bench import main, parse_args, run
 from mpicoll.bench.specs import SPECS
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.interface]
 
 TINY = ["-b", "8", "-e", "32", "-n", "3", "-w", "1", "--quiet"]
 

@@ -106,3 +106,23 @@ def test_check_calibrates_and_validates_in_one_run(tmp_path_factory):
     for r in rows:
         assert r["wrong"] == 0
         assert r["measured_us"] > 0 and r["predicted_us"] > 0
+
+
+def test_trains_bench_prints_every_length(capsys):
+    """bench/trains.py (2 ranks only): a row per train length, each after
+    the first with the cost of a segment past the first. No time is
+    asserted."""
+    from scripts import load
+
+    trains = load("trains")
+    if MPI.COMM_WORLD.Get_size() != 2:
+        pytest.skip("bench/trains.py runs at 2 ranks")
+    assert trains.main(["--segment", "1K", "--budget", "0.5"]) == 0
+    out = capsys.readouterr().out
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        rows = [line.split() for line in out.splitlines()
+                if line and line[0] != "#" and not line.lstrip()[0].isalpha()]
+        assert [int(r[0]) for r in rows] == trains.LENGTHS
+        assert rows[0][2] == "-" and all(len(r) == 3 for r in rows)
+    else:
+        assert out == ""

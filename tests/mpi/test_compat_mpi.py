@@ -50,7 +50,7 @@ from mpi4py import MPI
 import mpicoll
 from compat import SELFTEST, STRICT, Harness
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.interface]
 
 
 @pytest.fixture(scope="module")

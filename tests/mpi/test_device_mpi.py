@@ -22,7 +22,7 @@ import mpicoll.schedule.device
 from mpicoll import cuda
 from mpidata import values
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.interface]
 N = 13  # elements per rank: odd, so blocks split unevenly
 
 

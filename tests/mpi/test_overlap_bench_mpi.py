@@ -14,6 +14,7 @@ from overlapcase import TINY, check_run, fake_clock, overlap
 
 
 @pytest.mark.mpi
+@pytest.mark.interface
 def test_run_with_event_stamps(monkeypatch, tmp_path):
     """The benchmark loop on event-like stamps (host arrays, events that
     read the host clock): nothing treats a stamp as a number."""

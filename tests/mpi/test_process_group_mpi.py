@@ -18,7 +18,7 @@ from mpi4py import MPI
 import mpicoll
 from mpicoll import P2POp, ProcessGroup, ReduceOp
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.interface]
 WORLD = MPI.COMM_WORLD
 TIMEOUT = 60  # seconds for Work.wait: a hang fails instead of blocking
 

@@ -47,7 +47,7 @@ from everycall import mpi4py_args, nonblocking, torch_call
 from mpicoll import ProcessGroup as PG
 from mpicoll.collectives import COLLECTIVES
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.interface]
 WORLD = MPI.COMM_WORLD
 
 

@@ -53,6 +53,7 @@ dist = pytest.importorskip("torch.distributed")
 
 pytestmark = [
     pytest.mark.mpi,
+    pytest.mark.interface,
     # torch 2.13 renamed these two all_gather_single and reduce_scatter_single
     pytest.mark.filterwarnings(
         "ignore:`torch.distributed.(all_gather_into_tensor|"
