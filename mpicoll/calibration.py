@@ -331,8 +331,8 @@ def fit(exchange, copy, reduce: dict, ranges: int = 4, extra=None,
     tables = {"reduce": reduce, "reduce_out_of_place": reduce_out_of_place
               or {}}
     messages = [*split([exchange], ranges), None]
-    local = [*split([copy, *reduce.values(),
-                     *tables["reduce_out_of_place"].values()], ranges), None]
+    local = [*split([copy, *(pts for table in tables.values()
+                             for pts in table.values())], ranges), None]
     rows = []
     gamma = {name: {key: [] for key in table}
              for name, table in tables.items()}
