@@ -15,9 +15,11 @@ points are; the copy's own time, measured beside, is taken off), and
 prints per ``k``: the train's time, and the cost of each segment after the
 first, ``(train(k) - train(1)) / (k - 1)``. A LogGP gap ``g`` in the model
 would charge that ``g + β·n``: it fits where that cost is the same for
-every ``k``. On the 2-vCPU development VM it fell with ``k`` (the pipeline
-between MPICH's two copies, sender's in and receiver's out, fills), which
-is why docs/simulation.md leaves the gap untried.
+every ``k``. On the 2-vCPU development VM it moved with ``k``, from 14.8
+to 26.2 µs (docs/simulation/trains-n2.txt; we read the long trains'
+lower cost as the pipeline between MPICH's two copies, the sender's in
+and the receiver's out, filling), which is why docs/simulation.md leaves
+the gap untried.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ model before ``gamma_out_of_place``), on the same run's points:
     python bench/validation_hits.py ROWS.json CALIBRATION.json
 
 ROWS is ``python -m mpicoll.calibrate --check --json``'s file, CALIBRATION
-the ``--out`` of the same run. Prints one line, e.g. ``110 of 120 within
-±30% (98 with gamma in place for every reduction)``. Used by
+the ``--out`` of the same run. Prints one line, e.g. ``113 of 120 within
+±30% (109 with gamma in place for every reduction)`` (the recorded run in
+docs/simulation/). Used by
 bench/calibrate.sh and bench/calibrate_repeats.sh.
 """
 

@@ -38,12 +38,12 @@ export MPIR_CVAR_ENABLE_HEAVY_YIELD=1 MPIEXEC_TIMEOUT=600
 # (default 3 and 5): every collective of every test is first agreed by all
 # ranks, so a mismatch between ranks fails loudly. The other counts run
 # without it, as users mostly do: replayed calls only exist there.
+checked=" ${MPICOLL_TEST_CHECKED-3 5} "
+basetemp=$(mktemp -d)
 # tests/mpi/test_leaks_mpi.py (10,000 calls per algorithm, 2 ranks only)
 # runs in a job of its own: in a process that has run the rest of tier 2
 # first, its census and garbage collections walk every object the other
-# files left and it took ~140 s instead of ~85.
-checked=" ${MPICOLL_TEST_CHECKED-3 5} "
-basetemp=$(mktemp -d)
+# files left and it took ~140 s instead of ~85-95.
 leaks=tests/mpi/test_leaks_mpi.py
 for n in ${MPICOLL_TEST_RANKS:-1 2 3 4 5 8}; do
     check=0
