@@ -192,7 +192,7 @@ def measure_size(comm, case, makers: dict, hand_built: list[str], *,
     world = MPI.Intracomm(comm)
     bufs = harness.make_buffers(case, comm.rank, comm.size)
     made = {name: make(case, bufs)[0] for name, make in makers.items()}
-    calls = harness.rewriting(case, bufs, made)
+    calls = harness.rewriting(case, bufs, made, comm.rank)
     probe = harness.warm_up(world, calls, warmup)
     iters = harness.fit_iterations(world, probe, iters, budget)
     times = harness.timed_rounds(world, calls, iters, rounds)

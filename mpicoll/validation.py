@@ -67,7 +67,7 @@ def case_calls(comm, args) -> tuple[dict, Callable]:
         bufs = make_buffers(case, comm.rank, comm.size)
         made = {a: caller(comm, case, bufs, a) for a in algorithms}
         calls.update({(i, a): call for a, call in
-                      rewriting(case, bufs, made).items()})
+                      rewriting(case, bufs, made, comm.rank).items()})
 
     def records(times: dict, iters: int) -> list[dict]:
         return [record(comm, todo[i], a, summarize(world, times[(i, a)]),

@@ -122,18 +122,23 @@ def caller(comm, case: Case, bufs: Buffers, algorithm: str, timeout=None,
     return call
 
 
-def rewriting(case: Case, bufs: Buffers, calls: dict) -> dict:
+def rewriting(case: Case, bufs: Buffers, calls: dict, rank: int) -> dict:
     """``calls``, each writing every element of the input it reads first
     when ``case.rewrite`` (as an application writes new data each step);
     otherwise as they are. Unwritten, a peer may find the unchanged input
     in its own cache at every call after the first (MPICH's shared-memory
     transfers read the sender's buffer), which flatters algorithms whose
-    peers read the caller's input directly."""
+    peers read the caller's input directly. A broadcast's one buffer is
+    input at the root only (the row's ``single_buffer``): on ``rank``
+    elsewhere nothing is written, since writing a buffer just before
+    receiving into it flatters the receive too (a 16 MiB one-way message
+    at 2 ranks: 0.6-0.7 of its cost into an untouched buffer,
+    ``bench/one_way.py``)."""
     row = case.spec.row
     target = bufs.recv if bufs.send is MPI.IN_PLACE or row.single_buffer \
         else bufs.send
     if not case.rewrite or target is MPI.IN_PLACE or target is None or \
-            not target.size:
+            not target.size or (row.single_buffer and rank != case.root):
         return calls
     one = target.dtype.type(1)
 
@@ -261,7 +266,7 @@ def measure(comm, case: Case, algorithms: list[str], *, iters: int,
     bufs = make_buffers(case, comm.rank, comm.size)
     made = {a: caller(comm, case, bufs, a, timeout, persistent)
             for a in algorithms}
-    calls = rewriting(case, bufs, made)
+    calls = rewriting(case, bufs, made, comm.rank)
     probe = warm_up(world, calls, warmup)
     iters = fit_iterations(world, probe, iters, budget)
     times = timed_rounds(world, calls, iters)

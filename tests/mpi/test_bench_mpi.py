@@ -74,7 +74,9 @@ def test_every_collective_rewritten(world, inplace):
 
 def test_rewriting_writes_what_the_call_reads(world):
     """The write lands in the buffer the call reads: the send buffer, or
-    the receive buffer of an in-place call; nothing without --rewrite."""
+    the receive buffer of an in-place call, or a broadcast's buffer at its
+    root only (elsewhere the call reads nothing); nothing without
+    --rewrite."""
     from mpicoll.bench.harness import Case, make_buffers, rewriting
 
     seen = []
@@ -85,12 +87,19 @@ def test_rewriting_writes_what_the_call_reads(world):
         read = bufs.recv if inplace else bufs.send
         read[:] = 7
         calls = rewriting(case, bufs, {"c": lambda r=read: seen.append(
-            r.copy())})
+            r.copy())}, world.rank)
         calls["c"]()
         assert np.all(seen[-1] == 1)
         kept = {"c": calls["c"]}
         assert rewriting(dataclasses.replace(case, rewrite=False), bufs,
-                         kept) is kept
+                         kept, world.rank) is kept
+    root = world.size - 1
+    case = Case(SPECS["bcast"], 4, "float64", "sum", root, False,
+                rewrite=True)
+    bufs = make_buffers(case, world.rank, world.size)
+    bufs.recv[:] = 7
+    rewriting(case, bufs, {"c": lambda: None}, world.rank)["c"]()
+    assert np.all(bufs.recv == (1 if world.rank == root else 7))
 
 
 def test_main_writes_json_and_csv(world, tmp_path, monkeypatch):

@@ -126,3 +126,23 @@ def test_trains_bench_prints_every_length(capsys):
         assert rows[0][2] == "-" and all(len(r) == 3 for r in rows)
     else:
         assert out == ""
+
+
+def test_one_way_bench_prints_every_size(capsys):
+    """bench/one_way.py (2 ranks only): a row per size with the exchange,
+    one way (into an untouched buffer and into one just written), the
+    broadcast and the two ratios. No time is asserted."""
+    from scripts import load
+
+    one_way = load("one_way")
+    if MPI.COMM_WORLD.Get_size() != 2:
+        pytest.skip("bench/one_way.py runs at 2 ranks")
+    assert one_way.main(["--budget", "0.5", "--sizes", "4096,65536"]) == 0
+    out = capsys.readouterr().out
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        rows = [line.split() for line in out.splitlines()
+                if line and line[0] != "#" and line.split()[0].isdigit()]
+        assert [int(r[0]) for r in rows] == [4096, 65536]
+        assert all(len(r) == 7 and float(r[1]) > 0 for r in rows)
+    else:
+        assert out == ""
