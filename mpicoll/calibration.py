@@ -18,7 +18,9 @@ seconds per byte):
     Message-size ranges in increasing order, each ``{"upto": bytes,
     "alpha", "beta", "copy"}``; the last has ``"upto": null`` (no limit).
     A message of ``n`` bytes costs its range's ``alpha + beta·n``; a
-    round's ``n`` bytes copied cost ``copy·n``.
+    round's ``n`` bytes copied cost ``copy·n`` (the model takes the
+    per-byte costs from the range of the ranks' footprint over
+    :data:`POINT_BUFFERS`: :meth:`Calibration.network`).
 ``gamma``
     ``{op: {dtype: [per range]}}``: seconds per byte of reduction output
     (``"sum"``, ``"prod"``, ``"max"``, ``"min"`` by NumPy dtype name), for

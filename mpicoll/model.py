@@ -101,9 +101,9 @@ class Network:
     size of the calibration point whose ``k`` buffers hold as much
     memory. On shared memory a byte costs what the level of the memory
     hierarchy that holds the working set costs, and the working set is
-    every buffer of the call, not one message: a 2-rank allreduce of ``N``
-    bytes sends ``N/2`` with ``3N`` live, a broadcast of ``N`` one message
-    of ``N`` with ``N`` live. α stays by the message's own bytes (its
+    every buffer of the call, not one message: a 2-rank ring allreduce of
+    ``N`` bytes sends ``N/2`` with ``2.5N`` live, a broadcast of ``N`` one
+    message of ``N`` with ``N`` live. α stays by the message's own bytes (its
     protocol). :meth:`~mpicoll.calibration.Calibration.network` sets the
     calibration's points' count (3: send, receive, scratch).
 
