@@ -4,8 +4,8 @@
 # runs `python -m mpicoll.calibrate --check` at 2 ranks K times, alternating
 # the 5th percentile and the median of all calls, and writes
 # OUTDIR/repeats.txt: per run, how many of the 120 validated times its own
-# calibration predicts within ±30% and how many it would without each of
-# the model's refinements (bench/validation_hits.py, on the same run's
+# calibration predicts within ±30% and how many it would with the in-place
+# γ for every reduction (bench/validation_hits.py, on the same run's
 # points), its points for a fresh and an unchanged exchange of 1 MiB (how
 # far the machine moves between runs), and the cells it missed.
 # About 90 s per run on the 2-core development VM.

@@ -16,17 +16,17 @@ per size of the validation (64 KiB to 16 MiB by 4):
 - *one way*: the same copy, then rank 0 sends the ``n`` bytes and rank 1
   receives them, less the copy;
 - *target written*: the same, but rank 1's copy writes the buffer it then
-  receives into, as the benchmark's ``--rewrite`` writes every rank's
-  buffer before a broadcast;
+  receives into, as *bcast* does;
 - *bcast*: ``mpicoll``'s binomial broadcast of ``n`` bytes from rank 0
-  (at 2 ranks one message), each rank writing its buffer first as the
-  benchmark's ``--rewrite`` does, less that write (timed beside);
+  (at 2 ranks one message), each rank writing its buffer first (as the
+  benchmark's ``--rewrite`` did before it wrote a broadcast's buffer at
+  the root only), less that write (timed beside);
 
 and the ratios of the last two to the first. On the 2-vCPU development
-VM one way cost what the exchange did (0.92 to 1.04 of it) at every size
-while the broadcast of 16 MiB cost 0.7 of it
-(``docs/simulation/one-way-n2.txt``): one way against both ways is not
-what makes the model's 16 MiB broadcasts slow.
+VM one way cost 0.78 to 1.05 of the exchange at every size, and 0.56 to
+0.73 of it at 16 MiB into a buffer just written, as the broadcast did
+(``docs/simulation/one-way-n2.txt``): the receiver's write, not one way
+against both ways, made that broadcast fast.
 """
 
 from __future__ import annotations

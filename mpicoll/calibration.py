@@ -18,9 +18,7 @@ seconds per byte):
     Message-size ranges in increasing order, each ``{"upto": bytes,
     "alpha", "beta", "copy"}``; the last has ``"upto": null`` (no limit).
     A message of ``n`` bytes costs its range's ``alpha + beta·n``; a
-    round's ``n`` bytes copied cost ``copy·n`` (the model takes the
-    per-byte costs from the range of the ranks' footprint over
-    :data:`POINT_BUFFERS`: :meth:`Calibration.network`).
+    round's ``n`` bytes copied cost ``copy·n``.
 ``gamma``
     ``{op: {dtype: [per range]}}``: seconds per byte of reduction output
     (``"sum"``, ``"prod"``, ``"max"``, ``"min"`` by NumPy dtype name), for
@@ -58,11 +56,6 @@ from mpicoll.model import Network, SizeRange
 
 FORMAT, VERSION = "mpicoll-calibration", 1
 MIN_POINTS = 3  # points per fitted range, at least
-# Buffers of n bytes each that a point of n bytes holds on each rank
-# (mpicoll.calibrate: an exchange's and a reduction's send, receive and
-# scratch; a copy's two are priced alike): the model looks a collective's
-# per-byte costs up at its ranks' footprint over this (Network.footprint_buffers).
-POINT_BUFFERS = 3
 RANGE_FIELDS = ("upto", "alpha", "beta", "copy")  # a range, in the file
 INFO = (("machine", dict), ("mpi", dict), ("date", str), ("command", str),
         ("points", dict))  # where it was measured, and the raw points
@@ -131,9 +124,7 @@ class Calibration:
         of ranks on two nodes), messages inside a node take ``intra``'s
         α and β by size range (``alpha_intra``, ``beta_intra``,
         ``ranges_intra``) and the rest this one's; γ and copy stay this
-        calibration's. Per-byte costs are looked up by the ranks'
-        footprint over :data:`POINT_BUFFERS` (the point that holds as much
-        memory), not by each message's size."""
+        calibration's."""
         gamma = self.gamma_for(op, dtype)
         apart = self.gamma_for(op, dtype, out_of_place=True)
         pieces = [SizeRange(upto, a, b, g, c, o) for (upto, a, b, c), g, o
@@ -148,8 +139,7 @@ class Calibration:
                       "ranges_intra": tuple(links)}
         return Network(last.alpha, last.beta, last.gamma, last.copy,
                        ranges=tuple(pieces),
-                       gamma_out_of_place=last.gamma_out_of_place,
-                       footprint_buffers=POINT_BUFFERS, **inside)
+                       gamma_out_of_place=last.gamma_out_of_place, **inside)
 
     def to_json(self) -> dict:
         """The file's contents (module docstring)."""

@@ -22,10 +22,6 @@ Rabenseifner & Gropp (2005) and MPICH's cost comments:
   output; ``gamma_out_of_place`` where its output is a third buffer,
   apart from both operands) and ``copy`` per byte copied (free by
   default, as in the published forms), which gives ``P(r, k+1)``;
-- by default each per-byte cost is that of the message's or the round's
-  own bytes; a calibrated network (``footprint_buffers``) takes it at
-  the size of the calibration point that holds as much memory as the
-  ranks do (below);
 - the prediction is the critical path: the latest rank's finish.
 
 Not modelled: contention between pairs (links are per rank), the cost of
@@ -55,7 +51,6 @@ import numpy as np
 from mpicoll.coll import lookup
 from mpicoll.collectives import COLLECTIVES
 from mpicoll.schedule.core import Reduce, Schedule
-from mpicoll.schedule.layout import buffer_lengths
 from mpicoll.schedule.symmetry import find_relabelling
 from mpicoll.topo import canonical_nodes
 
@@ -92,21 +87,6 @@ class Network:
     where ``b = a op b`` has two; None: ``gamma``, as the published forms
     have it).
 
-    ``footprint_buffers`` (None, or ``k`` >= 1) says by which size a
-    per-byte cost (β, γ, copy, ``beta_intra``) is looked up in the ranges.
-    None: the message's bytes, or the round's bytes reduced or copied, as
-    the published forms and a network link have it. ``k``: the rank's
-    *footprint*, the bytes of its send, receive and scratch buffers of the
-    call (a message: the larger of its two ranks'), divided by ``k``: the
-    size of the calibration point whose ``k`` buffers hold as much
-    memory. On shared memory a byte costs what the level of the memory
-    hierarchy that holds the working set costs, and the working set is
-    every buffer of the call, not one message: a 2-rank ring allreduce of
-    ``N`` bytes sends ``N/2`` with ``2.5N`` live, a broadcast of ``N`` one
-    message of ``N`` with ``N`` live. α stays by the message's own bytes (its
-    protocol). :meth:`~mpicoll.calibration.Calibration.network` sets the
-    calibration's points' count (3: send, receive, scratch).
-
     ``ranges`` (increasing ``upto``) refine the base costs by size, as
     a calibration measures them (:mod:`mpicoll.calibration`): a message
     between nodes (or within one, where the intra-node costs are None) of
@@ -128,7 +108,6 @@ class Network:
     ranges: tuple[SizeRange, ...] = ()
     ranges_intra: tuple[SizeRange, ...] = ()
     gamma_out_of_place: float | None = None
-    footprint_buffers: float | None = None
 
     def __post_init__(self) -> None:
         tables = ("ranges", "ranges_intra")
@@ -142,10 +121,6 @@ class Network:
         for name, value in values:
             if value is not None and not value >= 0:
                 raise ValueError(f"Network.{name} must be >= 0, not {value!r}")
-        if self.footprint_buffers is not None and \
-                not self.footprint_buffers >= 1:
-            raise ValueError("Network.footprint_buffers must be None or >= 1, "
-                             f"not {self.footprint_buffers!r}")
         if self.ranges_intra and None in (self.alpha_intra, self.beta_intra):
             raise ValueError("Network.ranges_intra refine alpha_intra and "
                              "beta_intra, which must then be given")
@@ -305,19 +280,12 @@ def _graph(collective, algorithm, size, count, root, commutative, nodes,
            exhaustive, params) -> _Graph:
     alg = _algorithm(collective, algorithm, commutative)
 
-    def schedule(rank: int) -> Schedule:
-        return alg.schedule(rank, size, count, root=root,
-                            commutative=commutative, nodes=nodes,
-                            **dict(params))
-
     def rounds(rank: int):
-        return _rounds(schedule(rank))
+        return _rounds(alg.schedule(rank, size, count, root=root,
+                                    commutative=commutative, nodes=nodes,
+                                    **dict(params)))
 
-    def footprint(rank: int, tmp: int) -> int:
-        return sum(buffer_lengths(collective, rank, size, count, root)) + tmp
-
-    zero = schedule(0)
-    first = _rounds(zero)
+    first = rounds(0)
     work = size * (len(first) + sum(len(s) for s, _, _, _ in first))
     if (size > 1 and exhaustive is not True and len(set(nodes or (0,))) == 1
             and (exhaustive is False or work > FULL_WALK)):
@@ -326,41 +294,32 @@ def _graph(collective, algorithm, size, count, root, commutative, nodes,
             # Rank 0's send to q is the message of its receive from the rank
             # that sees rank 0 as rank 0 sees q: -q (shift), q (xor).
             mirror = (lambda q: q) if name == "xor" else (lambda q: -q % size)
-            return _Graph([first], [footprint(0, zero.tmp)], lambda i, q: q,
-                          lambda i, q: mirror(q), lambda i, q: nodes is not None,
-                          lambda i, q: 0)
+            return _Graph([first], lambda i, q: q, lambda i, q: mirror(q),
+                          lambda i, q: nodes is not None)
     same = (lambda i, q: nodes[i] == nodes[q]) if nodes else (lambda i, q: False)
-    walked = [zero, *map(schedule, range(1, size))]
-    return _Graph([_rounds(s) for s in walked],
-                  [footprint(r, s.tmp) for r, s in enumerate(walked)],
-                  lambda i, q: i * size + q, lambda i, q: q * size + i, same,
-                  lambda i, q: q)
+    return _Graph([rounds(r) for r in range(size)], lambda i, q: i * size + q,
+                  lambda i, q: q * size + i, same)
 
 
 class _Graph:
     """The schedules as a dependency graph of events: round starts ("nodes",
     rank by rank, one more per rank for its finish) and messages. Each event
     has at most three predecessors (the sentinel ``n`` stands for none) and
-    a cost; its time is the latest predecessor's plus its cost.
-    ``footprints``: each walked rank's buffers, in elements; ``walked(i,
-    q)``: the index among them of rank ``i``'s peer ``q``."""
+    a cost; its time is the latest predecessor's plus its cost."""
 
-    def __init__(self, ranks, footprints, send_key: Callable,
-                 recv_key: Callable, intra: Callable,
-                 walked: Callable) -> None:
+    def __init__(self, ranks, send_key: Callable, recv_key: Callable,
+                 intra: Callable) -> None:
         local, starts, finish = [], [], []
-        # (key, round node, elements, intra, first, footprint of both ends)
-        sends: list[tuple] = []
+        sends: list[tuple] = []  # (key, round node, elements, intra, first)
         recvs: list[tuple] = []
         node = 0
         for i, rounds in enumerate(ranks):
             starts.append(node)
             local.append((0, 0, 0))
             for s, r, red, cop in rounds:
-                sends += [(send_key(i, q), node, n, intra(i, q), j == 0,
-                           max(footprints[i], footprints[walked(i, q)]))
+                sends += [(send_key(i, q), node, n, intra(i, q), j == 0)
                           for j, (q, n) in enumerate(s)]
-                recvs += [(recv_key(i, q), node, n, False, j == 0, 0)
+                recvs += [(recv_key(i, q), node, n, False, j == 0)
                           for j, (q, n) in enumerate(r)]
                 local.append((*red, cop))
                 node += 1
@@ -368,8 +327,8 @@ class _Graph:
             node += 1
         nn, nm = node, len(sends)
         self.n = n = nn + nm
-        s_arr = np.array(sends, dtype=np.int64).reshape(-1, 6)
-        r_arr = np.array(recvs, dtype=np.int64).reshape(-1, 6)
+        s_arr = np.array(sends, dtype=np.int64).reshape(-1, 5)
+        r_arr = np.array(recvs, dtype=np.int64).reshape(-1, 5)
         s_ord = np.argsort(s_arr[:, 0], kind="stable")
         r_ord = np.argsort(r_arr[:, 0], kind="stable")
         if (len(s_arr) != len(r_arr)
@@ -391,12 +350,7 @@ class _Graph:
         preds[later, 0] = later - 1
         self.preds, self.nn, self.finish = preds, nn, np.array(finish)
         self.local = np.array(local, dtype=np.float64).reshape(-1, 3)
-        # each round's rank's footprint (finishes included), in elements
-        self.local_footprint = np.repeat(
-            np.asarray(footprints, dtype=np.float64),
-            np.diff([0, *(np.array(finish) + 1)]))
         self.length = s_arr[s_ord, 2].astype(np.float64)
-        self.footprint = s_arr[s_ord, 5].astype(np.float64)
         self.intra = s_arr[s_ord, 3].astype(bool)
         self.order = self._order()
         self._columns = None  # the predecessors, as lists, once evaluated
@@ -430,22 +384,13 @@ class _Graph:
         if key not in self._cache:
             cost = np.zeros(self.n)
             red, apart, cop = (itemsize * self.local).T
+            cost[:self.nn] = (net.by_size("gamma", red) * red
+                              + net.by_size("gamma_out_of_place", apart) * apart
+                              + net.by_size("copy", cop) * cop)
             nbytes = itemsize * self.length
-            k = net.footprint_buffers
-            if k is None:
-                local = {"gamma": red, "gamma_out_of_place": apart, "copy": cop}
-                per_byte = nbytes
-            else:
-                local = dict.fromkeys(("gamma", "gamma_out_of_place", "copy"),
-                                      itemsize * self.local_footprint / k)
-                per_byte = itemsize * self.footprint / k
-            cost[:self.nn] = (net.by_size("gamma", local["gamma"]) * red
-                              + net.by_size("gamma_out_of_place",
-                                            local["gamma_out_of_place"]) * apart
-                              + net.by_size("copy", local["copy"]) * cop)
-            ax, bx = net.by_size("alpha", nbytes), net.by_size("beta", per_byte)
+            ax, bx = net.by_size("alpha", nbytes), net.by_size("beta", nbytes)
             ai = net.by_size("alpha_intra", nbytes)
-            bi = net.by_size("beta_intra", per_byte)
+            bi = net.by_size("beta_intra", nbytes)
             cost[self.nn:] = np.where(self.intra, ai + bi * nbytes,
                                       ax + bx * nbytes)
             if self._columns is None:
