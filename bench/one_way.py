@@ -87,6 +87,9 @@ def main(argv=None) -> int:
                         "64 KiB to 16 MiB by 4")
     args = p.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
+    if any(n < 4 or n % 4 for n in sizes):
+        p.error("--sizes: each a multiple of 4 bytes (the broadcast's "
+                "float32)")
     world = MPI.COMM_WORLD
     if world.Get_size() != 2:
         if world.Get_rank() == 0:

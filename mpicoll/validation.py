@@ -84,7 +84,8 @@ def run_benchmark(world, args) -> list[dict]:
 
 def rewritten(record: dict) -> int:
     """Elements the benchmark's ``--rewrite`` writes before each call of
-    ``record``'s case on rank 0 (its input buffer)."""
+    ``record``'s case on rank 0 (its input buffer), or for a broadcast on
+    its root (as many: the buffer has one length everywhere)."""
     name = record["collective"]
     send, recv = buffer_lengths(name, 0, record["nranks"], record["count"],
                                 record["root"] or 0)

@@ -132,8 +132,8 @@ def rewriting(case: Case, bufs: Buffers, calls: dict, rank: int) -> dict:
     input at the root only (the row's ``single_buffer``): on ``rank``
     elsewhere nothing is written, since writing a buffer just before
     receiving into it flatters the receive too (a 16 MiB one-way message
-    at 2 ranks: 0.6-0.7 of its cost into an untouched buffer,
-    ``bench/one_way.py``)."""
+    at 2 ranks: 0.66-0.70 of its cost into an untouched buffer,
+    ``docs/simulation/one-way-n2.txt``)."""
     row = case.spec.row
     target = bufs.recv if bufs.send is MPI.IN_PLACE or row.single_buffer \
         else bufs.send
