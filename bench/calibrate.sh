@@ -10,8 +10,9 @@
 # times every hand-built algorithm of allreduce, bcast, allgather,
 # reduce_scatter_block and alltoall (64 KiB-16 MiB) in the same interleaved
 # rounds, then fits the file and sets each measured time beside its
-# prediction; and how many it would predict within ±30% with every
-# reduction priced at the in-place γ (bench/validation_hits.py). 4 ranks are oversubscribed on 2 cores
+# prediction; and how many it would predict within ±30% with α on every
+# message of a train and with every reduction priced at the in-place γ
+# (bench/validation_hits.py). 4 ranks are oversubscribed on 2 cores
 # (MPIR_CVAR_ENABLE_HEAVY_YIELD=1 so waiting ranks yield).
 # STATISTIC (default p5) is what a point and a measured time are of all
 # ranks' calls: the 5th percentile, because on a virtual machine the noise

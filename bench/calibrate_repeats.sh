@@ -5,9 +5,12 @@
 # the 5th percentile and the median of all calls, and writes
 # OUTDIR/repeats.txt: per run, how many of the 120 validated times its own
 # calibration predicts within ±30% and how many it would with the in-place
-# γ for every reduction (bench/validation_hits.py, on the same run's
-# points), its points for a fresh and an unchanged exchange of 1 MiB (how
-# far the machine moves between runs), and the cells it missed.
+# γ for every reduction and the other choices bench/validation_hits.py
+# undoes (on the same run's points), its points for a fresh and an
+# unchanged exchange of 1 MiB (how far the machine moves between runs),
+# and the cells it missed; and each run's files, OUTDIR/repeats/K-cal.json
+# and K-rows.json, which bench/validation_hits.py counts again after a
+# change of the model or the fit.
 # About 90 s per run on the 2-core development VM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,19 +18,18 @@ cd "$(dirname "$0")/.."
 . scripts/venv.sh
 runs=${1:-4}
 out=${2:-docs/simulation}
-mkdir -p "$out"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+mkdir -p "$out/repeats"
+rm -f "$out"/repeats/*-cal.json "$out"/repeats/*-rows.json
 
 echo "== $runs runs from $(date -u '+%F %T') UTC; load: $(uptime)" \
     | tee "$out/repeats.txt"
 for ((k = 1; k <= runs; k++)); do
     statistic=$([ $((k % 2)) = 1 ] && echo p5 || echo p50)
+    cal=$out/repeats/$k-cal.json rows=$out/repeats/$k-rows.json
     "$mpiexec" -n 2 "$py" -m mpi4py -m mpicoll.calibrate --check --quiet \
-        --statistic "$statistic" --out "$work/cal.json" \
-        --json "$work/rows.json" > /dev/null
-    hits=$("$py" bench/validation_hits.py "$work/rows.json" "$work/cal.json")
-    "$py" - "$k" "$statistic" "$hits" "$work/cal.json" "$work/rows.json" \
+        --statistic "$statistic" --out "$cal" --json "$rows" > /dev/null
+    hits=$("$py" bench/validation_hits.py "$rows" "$cal")
+    "$py" - "$k" "$statistic" "$hits" "$cal" "$rows" \
         <<'PY' | tee -a "$out/repeats.txt"
 import json
 import sys

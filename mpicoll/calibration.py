@@ -354,6 +354,31 @@ def fit(exchange, copy, reduce: dict, ranges: int = 4, extra=None,
     return Calibration(tuple(rows), in_place, apart, points=raw, **info)
 
 
+def refit(cal: Calibration, ranges: int = 4) -> Calibration:
+    """``cal`` fitted again from its own raw points (:attr:`Calibration.points`)
+    by :func:`fit` (``ranges``: at most that many, ``python -m
+    mpicoll.calibrate``'s default; the file does not record the run's):
+    what this version's fitting makes of a recorded run."""
+    pts = cal.points
+
+    def pairs(series) -> list:
+        return [tuple(p) for p in series]
+
+    def table(name: str) -> dict:
+        return {(op, dtype): pairs(series)
+                for op, by_dtype in pts.get(name, {}).items()
+                for dtype, series in by_dtype.items()}
+
+    if "exchange" not in pts or "copy" not in pts or not table("reduce"):
+        raise CalibrationError("the calibration has no raw points to refit "
+                               "(\"exchange\", \"copy\", \"reduce\")")
+    fitted = {"exchange", "copy", "reduce", "reduce_out_of_place"}
+    return fit(pairs(pts["exchange"]), pairs(pts["copy"]), table("reduce"),
+               ranges, {k: v for k, v in pts.items() if k not in fitted},
+               table("reduce_out_of_place"), machine=cal.machine,
+               mpi=cal.mpi, date=cal.date, command=cal.command)
+
+
 def _around(points, bounds: list, hi: int | None) -> list:
     """The points of the range of ``bounds`` (upper sizes, the last None)
     that holds the size ``hi`` (None: the last range)."""

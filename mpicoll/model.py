@@ -17,6 +17,14 @@ Rabenseifner & Gropp (2005) and MPICH's cost comments:
   sends and the receiver's earlier receives of their rounds done, both
   rounds posted: no eager buffering) and takes ``α + β·bytes``
   (``alpha_intra``/``beta_intra`` between two ranks of one node);
+- a message that follows one between the same two ranks in both their
+  rounds (a *train*: the pipelined broadcast's segments on 2 ranks, the
+  two blocks of Bruck's all-to-all's first round) takes ``β·bytes``:
+  its latency passes while the one before it streams, as LogGP's gap
+  between a pair's back-to-back messages (measured on 2 ranks, a core
+  each: each 128 KiB message after the first cost 0.5 to 0.9 of a lone
+  one's ``α + β·bytes``, ``docs/simulation/trains-n2.txt``); messages to
+  different peers pay their α each, as in the published forms;
 - a round is over when all its messages are; its local steps then take
   ``γ`` per byte reduced (each :class:`~mpicoll.schedule.core.Reduce`'s
   output; ``gamma_out_of_place`` where its output is a third buffer,
@@ -97,7 +105,11 @@ class Network:
     ``ranges_intra`` refine ``alpha_intra`` and ``beta_intra`` the same
     way (their ``gamma`` and ``copy`` are not read): a calibration made
     inside a node beside one made between nodes
-    (:meth:`~mpicoll.calibration.Calibration.network`'s ``intra``)."""
+    (:meth:`~mpicoll.calibration.Calibration.network`'s ``intra``).
+
+    ``trains``: a message that follows one of the same pair in both their
+    rounds pays no α (True; the module docstring), or α like any other
+    (False: Hockney's model as the published forms apply it)."""
 
     alpha: float
     beta: float
@@ -108,6 +120,7 @@ class Network:
     ranges: tuple[SizeRange, ...] = ()
     ranges_intra: tuple[SizeRange, ...] = ()
     gamma_out_of_place: float | None = None
+    trains: bool = True
 
     def __post_init__(self) -> None:
         tables = ("ranges", "ranges_intra")
@@ -310,16 +323,20 @@ class _Graph:
     def __init__(self, ranks, send_key: Callable, recv_key: Callable,
                  intra: Callable) -> None:
         local, starts, finish = [], [], []
-        sends: list[tuple] = []  # (key, round node, elements, intra, first)
+        # (key, round node, elements, intra, first of its round, after one
+        # to the same peer in its round)
+        sends: list[tuple] = []
         recvs: list[tuple] = []
         node = 0
         for i, rounds in enumerate(ranks):
             starts.append(node)
             local.append((0, 0, 0))
             for s, r, red, cop in rounds:
-                sends += [(send_key(i, q), node, n, intra(i, q), j == 0)
+                sends += [(send_key(i, q), node, n, intra(i, q), j == 0,
+                           j > 0 and s[j - 1][0] == q)
                           for j, (q, n) in enumerate(s)]
-                recvs += [(recv_key(i, q), node, n, False, j == 0)
+                recvs += [(recv_key(i, q), node, n, False, j == 0,
+                           j > 0 and r[j - 1][0] == q)
                           for j, (q, n) in enumerate(r)]
                 local.append((*red, cop))
                 node += 1
@@ -327,8 +344,8 @@ class _Graph:
             node += 1
         nn, nm = node, len(sends)
         self.n = n = nn + nm
-        s_arr = np.array(sends, dtype=np.int64).reshape(-1, 5)
-        r_arr = np.array(recvs, dtype=np.int64).reshape(-1, 5)
+        s_arr = np.array(sends, dtype=np.int64).reshape(-1, 6)
+        r_arr = np.array(recvs, dtype=np.int64).reshape(-1, 6)
         s_ord = np.argsort(s_arr[:, 0], kind="stable")
         r_ord = np.argsort(r_arr[:, 0], kind="stable")
         if (len(s_arr) != len(r_arr)
@@ -336,9 +353,11 @@ class _Graph:
                 or not np.array_equal(s_arr[s_ord, 2], r_arr[r_ord, 2])):
             raise ValueError("the schedules' sends and receives do not match")
         preds = np.full((n, 3), n, dtype=np.int64)
+        self.train = np.ones(nm, dtype=bool)  # follows its pair's in a train
         for side, (arr, order) in enumerate(((s_arr, s_ord), (r_arr, r_ord))):
             ids = np.empty(nm, dtype=np.int64)  # the message of each entry
             ids[order] = nn + np.arange(nm)
+            self.train[ids - nn] &= arr[:, 5] == 1
             prev = np.concatenate(([n], ids[:-1]))
             # first of its round: after the round's start; else after the previous
             preds[ids, side] = np.where(arr[:, 4] == 1, arr[:, 1], prev)
@@ -393,6 +412,9 @@ class _Graph:
             bi = net.by_size("beta_intra", nbytes)
             cost[self.nn:] = np.where(self.intra, ai + bi * nbytes,
                                       ax + bx * nbytes)
+            if net.trains:
+                cost[self.nn:][self.train] -= np.where(self.intra, ai,
+                                                       ax)[self.train]
             if self._columns is None:
                 self._columns = self.preds.T.tolist()
             (a, b, c), w = self._columns, cost.tolist()

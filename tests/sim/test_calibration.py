@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from mpicoll.calibration import Calibration, CalibrationError, fit, \
-    fit_line, fit_slope, load_calibration, split
+    fit_line, fit_slope, load_calibration, refit, split
 from mpicoll.model import Network, SizeRange, predict
+from mpicoll.validation import rewritten, writing
 from mpicoll.simulate_cli import main as simulate
 from scripts import load
 
@@ -175,32 +176,49 @@ def test_without_out_of_place_points_every_reduction_costs_gamma():
         pytest.approx(a + b * n + 0.5 * piecewise(LOCAL, n)[0] * n, rel=1e-6)
 
 
-def test_validation_hits_count_both_models(tmp_path, capsys):
-    """bench/validation_hits.py: the rows' own count, and the count with
-    every reduction at the in-place γ. Rows measured as predicted: the
-    2-rank recursive doubling of 512 KiB reduces out of place (γ 1.5
-    against 0.5 per byte of LOCAL's: 42 of its 109 µs), so it misses
-    without; the reduce-scatter reduces in place, so it hits either way.
-    A calibration without the out-of-place γ counts the same twice."""
+def test_validation_hits_count_the_model_and_two_choices_undone(tmp_path,
+                                                                 capsys):
+    """bench/validation_hits.py refits the run's points and counts the rows
+    within ±30% as the model is, and with each of three choices undone.
+    Rows measured as predicted (the model plus the input's write, 0.1 of
+    LOCAL per byte): the 2-rank recursive doubling of 512 KiB reduces out
+    of place (γ 1.5 against 0.5 per byte of LOCAL's: 63 of its 113 µs),
+    so it misses at the in-place γ; the reduce-scatter reduces in place,
+    so it hits either way; the pipelined broadcast of 512 KiB is a train
+    of 4 segments, so with α on each (3 more of 9 µs on its 50) it
+    misses."""
     hits = load("validation_hits")
     path, rows_path = tmp_path / "cal.json", tmp_path / "rows.json"
-    cal = calibration()
+    cal = calibration(extra={"write": local_points(0.1)})
     cal.save(str(path))
     net, n = cal.network("sum", "float32"), 1 << 19
+    write = writing(cal, str(path))
     rows = []
     for c, a in (("allreduce", "recursive_doubling"),
-                 ("reduce_scatter_block", "pairwise")):
-        t = 1e6 * predict(c, a, 2, n // 4, 4, net)
-        rows.append({"collective": c, "algorithm": a, "nranks": 2,
-                     "count": n // 4, "dtype": "float32", "within": True,
-                     "predicted_us": t, "measured_us": t})
-    assert hits.hits(rows, str(path)) == (2, 1)
-    Calibration(cal.ranges, cal.gamma, points=cal.points).save(str(path))
-    assert hits.hits(rows, str(path)) == (2, 2)
+                 ("reduce_scatter_block", "pairwise"), ("bcast", "pipelined")):
+        row = {"collective": c, "algorithm": a, "nranks": 2, "count": n // 4,
+               "dtype": "float32", "root": None}
+        row["measured_us"] = 1e6 * (predict(c, a, 2, n // 4, 4, net)
+                                    + write(rewritten(row) * 4))
+        rows.append(row)
+    assert hits.hits(rows, str(path)) == 3
+    assert hits.hits(rows, str(path), trains=False) == 2
+    assert hits.hits(rows, str(path), in_place=True) == 2
     rows_path.write_text(json.dumps({"rows": rows}))
     assert hits.main([str(rows_path), str(path)]) == 0
-    assert capsys.readouterr().out == ("2 of 2 within ±30% (2 with gamma in "
-                                       "place for every reduction)\n")
+    assert capsys.readouterr().out == (
+        "3 of 3 within ±30% (2 with α on every message of a train, 2 with "
+        "gamma in place for every reduction)\n")
+
+
+def test_refit_is_the_fit_of_the_points():
+    """refit() fits a calibration again from its raw points: the same
+    calibration; without points, a clear error."""
+    cal = calibration(extra={"write": local_points()})
+    again = refit(cal, ranges=3)  # calibration() fits 3
+    assert again == cal and again.points == cal.points
+    with pytest.raises(CalibrationError, match="no raw points"):
+        refit(Calibration(cal.ranges, cal.gamma))
 
 
 def good() -> dict:
