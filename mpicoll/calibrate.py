@@ -106,9 +106,9 @@ def _parser(rank: int):
       help="largest size; default 64M (calibration), 16M (validation)")
     a("-f", "--stepfactor", type=float,
       help="size step; default 2 (calibration), 4 (validation)")
-    a("--ranges", type=int, default=4,
+    a("--ranges", type=int, default=calibration.RANGES,
       help="size ranges fitted, at most, for the messages and as many for "
-           "the local steps; default 4")
+           f"the local steps; default {calibration.RANGES}")
     a("--ops", default=",".join(OPS), help=f"default {','.join(OPS)}")
     a("--dtypes", default=",".join(DTYPES),
       help=f"default {','.join(DTYPES)}")

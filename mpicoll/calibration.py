@@ -55,7 +55,8 @@ import numpy as np
 from mpicoll.model import Network, SizeRange
 
 FORMAT, VERSION = "mpicoll-calibration", 1
-MIN_POINTS = 3  # points per fitted range, at least
+RANGES = 5  # fitted ranges, at most, of the messages and of the local steps
+MIN_POINTS = 2  # points per fitted range, at least (two: the line through both)
 RANGE_FIELDS = ("upto", "alpha", "beta", "copy")  # a range, in the file
 INFO = (("machine", dict), ("mpi", dict), ("date", str), ("command", str),
         ("points", dict))  # where it was measured, and the raw points
@@ -316,23 +317,25 @@ def _in_range(points, lo: float, hi: float | None) -> list:
             and n > 0]
 
 
-def fit(exchange, copy, reduce: dict, ranges: int = 4, extra=None,
-        reduce_out_of_place: dict | None = None, **info) -> Calibration:
+def fit(exchange, copy, reduce: dict, ranges: int = RANGES, extra=None,
+        reduce_out_of_place: dict | None = None,
+        min_points: int = MIN_POINTS, **info) -> Calibration:
     """A :class:`Calibration` from raw points: ``exchange`` and ``copy``
     ``(bytes, seconds)`` pairs, ``reduce`` (in place) and
     ``reduce_out_of_place`` ``{(op, dtype): pairs}``, all on one grid of
     sizes; ``extra``: more series kept with the points, not fitted (by
     name); ``info``: machine, mpi, date, command. Messages and local steps
     change shape at different sizes (protocol switches, cache sizes), so
-    each gets its own split into at most ``ranges`` ranges (:func:`split`),
-    and the file's ranges are the union of the two: each range holds its
-    message range's ``(alpha, beta)`` and its local range's per-byte copy
-    and γ slopes."""
+    each gets its own split into at most ``ranges`` ranges of at least
+    ``min_points`` sizes (:func:`split`), and the file's ranges are the
+    union of the two: each range holds its message range's ``(alpha,
+    beta)`` and its local range's per-byte copy and γ slopes."""
     tables = {"reduce": reduce, "reduce_out_of_place": reduce_out_of_place
               or {}}
-    messages = [*split([exchange], ranges), None]
+    messages = [*split([exchange], ranges, min_points), None]
     local = [*split([copy, *(pts for table in tables.values()
-                             for pts in table.values())], ranges), None]
+                             for pts in table.values())], ranges,
+                    min_points), None]
     rows = []
     gamma = {name: {key: [] for key in table}
              for name, table in tables.items()}
@@ -354,11 +357,13 @@ def fit(exchange, copy, reduce: dict, ranges: int = 4, extra=None,
     return Calibration(tuple(rows), in_place, apart, points=raw, **info)
 
 
-def refit(cal: Calibration, ranges: int = 4) -> Calibration:
+def refit(cal: Calibration, ranges: int = RANGES,
+          min_points: int = MIN_POINTS) -> Calibration:
     """``cal`` fitted again from its own raw points (:attr:`Calibration.points`)
-    by :func:`fit` (``ranges``: at most that many, ``python -m
-    mpicoll.calibrate``'s default; the file does not record the run's):
-    what this version's fitting makes of a recorded run."""
+    by :func:`fit` (``ranges`` at most, ``python -m mpicoll.calibrate``'s
+    default :data:`RANGES`, as the file does not record the run's; of
+    ``min_points`` sizes at least): what this version's fitting makes of
+    a recorded run."""
     pts = cal.points
 
     def pairs(series) -> list:
@@ -375,7 +380,7 @@ def refit(cal: Calibration, ranges: int = 4) -> Calibration:
     fitted = {"exchange", "copy", "reduce", "reduce_out_of_place"}
     return fit(pairs(pts["exchange"]), pairs(pts["copy"]), table("reduce"),
                ranges, {k: v for k, v in pts.items() if k not in fitted},
-               table("reduce_out_of_place"), machine=cal.machine,
+               table("reduce_out_of_place"), min_points, machine=cal.machine,
                mpi=cal.mpi, date=cal.date, command=cal.command)
 
 

@@ -22,9 +22,9 @@ Rabenseifner & Gropp (2005) and MPICH's cost comments:
   two blocks of Bruck's all-to-all's first round) takes ``β·bytes``:
   its latency passes while the one before it streams, as LogGP's gap
   between a pair's back-to-back messages (measured on 2 ranks, a core
-  each: each 128 KiB message after the first cost 0.5 to 0.9 of a lone
-  one's ``α + β·bytes``, ``docs/simulation/trains-n2.txt``); messages to
-  different peers pay their α each, as in the published forms;
+  each: each 128 KiB message after the first took 0.5 to 0.9 of a lone
+  one's time, ``docs/simulation/trains-n2.txt``); messages to different
+  peers pay their α each, as in the published forms;
 - a round is over when all its messages are; its local steps then take
   ``γ`` per byte reduced (each :class:`~mpicoll.schedule.core.Reduce`'s
   output; ``gamma_out_of_place`` where its output is a third buffer,

@@ -176,8 +176,8 @@ def test_without_out_of_place_points_every_reduction_costs_gamma():
         pytest.approx(a + b * n + 0.5 * piecewise(LOCAL, n)[0] * n, rel=1e-6)
 
 
-def test_validation_hits_count_the_model_and_two_choices_undone(tmp_path,
-                                                                 capsys):
+def test_validation_hits_count_the_model_and_three_choices_undone(tmp_path,
+                                                                   capsys):
     """bench/validation_hits.py refits the run's points and counts the rows
     within ±30% as the model is, and with each of three choices undone.
     Rows measured as predicted (the model plus the input's write, 0.1 of
@@ -186,7 +186,8 @@ def test_validation_hits_count_the_model_and_two_choices_undone(tmp_path,
     so it misses at the in-place γ; the reduce-scatter reduces in place,
     so it hits either way; the pipelined broadcast of 512 KiB is a train
     of 4 segments, so with α on each (3 more of 9 µs on its 50) it
-    misses."""
+    misses. The synthetic points are lines between their bends, so any
+    split fits them alike."""
     hits = load("validation_hits")
     path, rows_path = tmp_path / "cal.json", tmp_path / "rows.json"
     cal = calibration(extra={"write": local_points(0.1)})
@@ -203,20 +204,27 @@ def test_validation_hits_count_the_model_and_two_choices_undone(tmp_path,
         rows.append(row)
     assert hits.hits(rows, str(path)) == 3
     assert hits.hits(rows, str(path), trains=False) == 2
+    assert hits.hits(rows, str(path), ranges=4, min_points=3) == 3
     assert hits.hits(rows, str(path), in_place=True) == 2
     rows_path.write_text(json.dumps({"rows": rows}))
     assert hits.main([str(rows_path), str(path)]) == 0
     assert capsys.readouterr().out == (
-        "3 of 3 within ±30% (2 with α on every message of a train, 2 with "
-        "gamma in place for every reduction)\n")
+        "3 of 3 within ±30% (2 with α on every message of a train, 3 with "
+        "at most 4 ranges of 3 sizes or more, 2 with gamma in place for "
+        "every reduction)\n")
 
 
 def test_refit_is_the_fit_of_the_points():
     """refit() fits a calibration again from its raw points: the same
-    calibration; without points, a clear error."""
+    calibration; a bend between the last two sizes gets a range of its
+    own with ranges of two sizes, not of three; without points, a clear
+    error."""
     cal = calibration(extra={"write": local_points()})
     again = refit(cal, ranges=3)  # calibration() fits 3
     assert again == cal and again.points == cal.points
+    steep = [(n, t * (3 if n > 1 << 23 else 1)) for n, t in exchange_points()]
+    assert split([steep], 4, 2)[-1] == 1 << 23  # 16 and 32 MiB apart
+    assert split([steep], 4, 3)[-1] < 1 << 23
     with pytest.raises(CalibrationError, match="no raw points"):
         refit(Calibration(cal.ranges, cal.gamma))
 

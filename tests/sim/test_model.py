@@ -26,6 +26,7 @@ one wrong term fails. Beyond that:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -243,13 +244,16 @@ def test_pipelined_bcast_takes_p_minus_2_plus_k_segment_steps(size, segments):
 @pytest.mark.parametrize("segments", (1, 4))
 def test_pipelined_bcast_on_two_ranks_is_one_train(segments):
     """On 2 ranks the root posts every segment in one round and the other
-    rank every receive: a train, α once (the published form, p - 2 + k
-    segment steps, charges k α)."""
+    rank every receive: a train, α once; with ``trains=False`` the
+    published form's p - 2 + k segment steps, α each."""
     segment = 6
     for net in NETWORKS:
         assert same(derived("bcast", "pipelined", 2, segments * segment, net,
                             segment=segment),
                     net.alpha + segments * segment * ITEMSIZE * net.beta)
+        assert same(derived("bcast", "pipelined", 2, segments * segment,
+                            replace(net, trains=False), segment=segment),
+                    segments * (net.alpha + segment * ITEMSIZE * net.beta))
 
 
 @pytest.mark.parametrize("size", (2, 5, 8))
