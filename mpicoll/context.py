@@ -54,7 +54,7 @@ from mpicoll.errors import InvalidArgumentError
 from mpicoll.schedule.chunk import MAX_MESSAGE_BYTES, element_limit, split_messages
 from mpicoll.schedule.device import compile_device
 from mpicoll.schedule.executor import Step, compile_plan, needs_progress
-from mpicoll.schedule.plan import bind
+from mpicoll.schedule.plan import address, bind
 from mpicoll.schedule.rebind import Rebinding
 
 PLANS = 16
@@ -81,7 +81,7 @@ class CompiledPlan:
     def __init__(self, steps: tuple[Step, ...], owners: tuple,
                  end=None, background: bool = True) -> None:
         self.steps = steps
-        self.owners = owners  # the caller's objects, identity-checked
+        self.owners = owners  # the caller's objects, kept alive
         self.busy = False
         self.end = end
         self.background = background
@@ -144,16 +144,21 @@ class Context:
              device: DeviceTarget | None = None) -> CompiledPlan:
         """The compiled plan of ``alg`` on these buffers, cached.
 
-        ``owners`` are the caller's objects ``send`` and ``recv`` view (or
-        the views themselves); their identities key the cache. ``device``
-        says where device arrays run.
+        The memory a plan is bound to keys the cache: ``send``'s and
+        ``recv``'s addresses, not the objects, so a new view of the same
+        buffer (a device array's, each call) finds its plan, and scratch
+        made anew for a call (a derived datatype packed, an in-place
+        all-to-all's input copy) never finds an older call's. A cached
+        plan holds its arrays, so an address cannot be reused while its
+        plan is cached. ``owners`` are the caller's objects ``send`` and
+        ``recv`` view, kept with the plan. ``device`` says where device
+        arrays run.
         """
-        key = (alg, count, root, id(op), send.dtype.char,
-               send.shape[0], recv.shape[0], *map(id, owners),
+        key = (alg, count, root, id(op), send.dtype.char, recv.dtype.char,
+               send.shape[0], recv.shape[0], address(send), address(recv),
                device and device[1:])
         entry = self._plans.get(key)
-        if entry is not None and not entry.busy and all(
-                a is b for a, b in zip(entry.owners, owners)):
+        if entry is not None and not entry.busy:
             self._plans.move_to_end(key)
             return entry
         schedule, arrays = self._arrays(alg, count, root, op, send, recv)

@@ -74,8 +74,8 @@ class Call(NamedTuple):
     the collective's row says (:mod:`mpicoll.collectives`); ``native``
     prepares the MPI library's call: ``native(nonblocking, send, recv)``
     returns a callable making it (returning a request when nonblocking);
-    ``owners`` are the caller's objects behind the views (plan cache key,
-    kept alive while in flight); ``finish`` runs once the result is in
+    ``owners`` are the caller's objects behind the views (kept with a
+    cached plan, and alive while in flight); ``finish`` runs once the result is in
     ``recv``; ``memo`` is the ``(name, algorithm, buf, a, b, c)`` a
     blocking call is kept for replay under (None: never replayed; see
     :meth:`Engine.replayed`).

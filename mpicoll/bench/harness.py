@@ -182,9 +182,11 @@ def time_batch(world, call, n: int) -> np.ndarray:
 def warm_up(world, calls: dict, warmup: int) -> float:
     """Run each call ``warmup`` times (at least once); seconds for one call
     of each, added up (the slowest rank's): what one iteration of every
-    algorithm costs."""
-    total = np.array([sum(float(time_batch(world, call, max(1, warmup))
-                                .mean()) for call in calls.values())])
+    algorithm costs. A call's cost is the median of its warm-up calls, so
+    a first call's one-off work (a plan compiled, a GPU kernel built)
+    does not count as the cost of every call."""
+    total = np.array([sum(float(np.median(time_batch(
+        world, call, max(1, warmup)))) for call in calls.values())])
     world.Allreduce(MPI.IN_PLACE, total, MPI.MAX)
     return float(total[0])
 

@@ -1057,6 +1057,51 @@ def test_derived_datatypes(h):
     h.finish()
 
 
+
+def test_derived_datatypes_repeated(h):
+    """The same buffers called again with new data: a derived datatype is
+    packed anew each call, and no call may run on an earlier call's
+    packing (a plan cached for the caller's buffers once did, so a second
+    nonblocking Allgather of a vector sent the first one's data)."""
+    types = Types()
+    T, per = types.vector, types.ints_per_item("vector")
+    try:
+        def repeated(name, make):
+            def case(c):
+                buffers = make(c)
+                out = []
+                for k in range(3):
+                    for b, rank, fill in buffers:
+                        b[...] = full(b.size) if fill else \
+                            typed(types, "vector", rank, b.size // per, k)
+                    c(name, *[[b, T] for b, _, _ in buffers],
+                      **({"root": 0} if name in ROOTED else {}))
+                    out.append([b.copy() for b, _, _ in buffers])
+                return out
+            return case
+
+        def pair(c, sends, recvs):
+            return [(typed(types, "vector", c.rank, sends), c.rank, False),
+                    (typed(types, "vector", 0, recvs), 0, True)]
+
+        cases = {
+            "Bcast": lambda c: [(typed(types, "vector", 0, 3), 0,
+                                 c.rank != 0)],
+            "Allgather": lambda c: pair(c, 2, 2 * c.size),
+            "Alltoall": lambda c: pair(c, c.size, c.size),
+            "Gather": lambda c: pair(c, 2, 2 * c.size),
+            "Scatter": lambda c: pair(c, 2 * c.size, 2),
+        }
+        for name, make in cases.items():
+            h.check(f"{name} [buf, vector] three times", repeated(name, make),
+                    name.lower(), modes=(False, True))
+    finally:
+        types.free()
+    h.finish()
+
+
+ROOTED = ("Bcast", "Gather", "Scatter")
+
 # ------------------------------------------------------------ buffer objects
 
 
