@@ -407,7 +407,7 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
                                                 read_recv=s is None)
         stage = None
         if s is None:  # the input, copied again before every run
-            send = recv.copy()
+            send = engine.ctx.input_copy(recv)
             stage = partial(copyto, send, recv)
         elif send.nbytes != recv.nbytes:
             # MPICH reports an alltoall's truncated block in its status

@@ -48,7 +48,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll import exchange
-from mpicoll.cuda import empty_like
+from mpicoll.cuda import copyto, empty_like
 from mpicoll.devicecall import DeviceTarget, hold_until
 from mpicoll.errors import InvalidArgumentError
 from mpicoll.schedule.chunk import MAX_MESSAGE_BYTES, element_limit, split_messages
@@ -108,6 +108,7 @@ class Context:
         self._persistent_tag = self._tag_ub
         self.calls = 0  # collective calls of guarded faces (their seq)
         self._plans: OrderedDict = OrderedDict()
+        self._copies: OrderedDict = OrderedDict()  # see input_copy
         self._nodes: tuple[int, ...] | None = None
         self._node_comm: MPI.Intracomm | None = None
         self._leader_comm: MPI.Intracomm | None = None
@@ -175,6 +176,24 @@ class Context:
                 _, dropped = self._plans.popitem(last=False)
                 hold_until(dropped.end, (dropped,))
         return entry
+
+    def input_copy(self, x):
+        """A copy of ``x`` (a flat view) in the same memory, for a call
+        whose buffer is both its input and its output (an in-place
+        all-to-all sends every block it overwrites). The same array for
+        the same buffer call after call, so that a plan bound to it (with
+        its pinned mirrors, when staged) is found again; written from
+        ``x`` here, and again before every run by the call's ``stage``.
+        At most :data:`PLANS` kept, the least recently used dropped."""
+        key = (address(x), x.nbytes, x.dtype.str, type(x))
+        copy = self._copies.pop(key, None)
+        if copy is None:
+            copy = empty_like(x, x.shape[0])
+        self._copies[key] = copy
+        while len(self._copies) > PLANS:
+            self._copies.popitem(last=False)
+        copyto(copy, x)
+        return copy
 
     def rebinding(self, alg, count, root, op, send: np.ndarray,
                   recv: np.ndarray) -> Rebinding:
@@ -275,6 +294,7 @@ class Context:
         for entry in self._plans.values():
             hold_until(entry.end, (entry,))
         self._plans.clear()
+        self._copies.clear()
         for sub in (self._node_comm, self._leader_comm):
             if sub is not None and sub != MPI.COMM_NULL:
                 forget(sub)

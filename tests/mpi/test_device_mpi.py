@@ -318,16 +318,18 @@ def test_persistent_restarts_on_device_arrays(runtime, comm, mode, algorithm):
     request.Free()
 
 
-@pytest.mark.parametrize(("name", "algorithm"), [
-    ("Allreduce", "ring"), ("Allgather", "ring"), ("Alltoall", "pairwise"),
-    ("Alltoall", "hierarchical")])
+@pytest.mark.parametrize(("name", "algorithm", "inplace"), [
+    ("Allreduce", "ring", False), ("Allgather", "ring", False),
+    ("Alltoall", "pairwise", False), ("Alltoall", "hierarchical", False),
+    ("Alltoall", "pairwise", True)])
 def test_repeated_calls_reuse_their_plan(runtime, comm, mode, monkeypatch,
-                                         name, algorithm):
+                                         name, algorithm, inplace):
     """The same device arrays again: the plan compiled for them (and its
     pinned mirrors, when staged) serves every later call, which still
     reads the new input. (Alltoall once compiled a plan per call, keyed
-    on a view made anew each time: on an H200, fresh pinned memory made
-    a 16 MiB hierarchical all-to-all ~20x slower than the others.)"""
+    on a view made anew each time, and in place on a new copy of its
+    input: on an H200, fresh pinned memory made a 16 MiB hierarchical
+    all-to-all ~20x slower than the others.)"""
     compiled = []
 
     def counting(*args, **kwargs):
@@ -346,6 +348,12 @@ def test_repeated_calls_reuse_their_plan(runtime, comm, mode, monkeypatch,
         if name == "Allreduce":
             comm.Allreduce(x, y, MPI.SUM, algorithm=algorithm)
             want = sum(values(q, n, "float64") + k for q in range(p))
+        elif inplace:
+            y.view(np.ndarray)[...] = mine
+            comm.Alltoall(MPI.IN_PLACE, y, algorithm=algorithm)
+            rows_of = [values(q, n, "float64") + k for q in range(p)]
+            want = np.concatenate([r.reshape(p, N)[comm.rank]
+                                   for r in rows_of])
         else:
             getattr(comm, name)(x, y, algorithm=algorithm)
             rows_of = [values(q, n, "float64") + k for q in range(p)]

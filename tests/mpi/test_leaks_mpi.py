@@ -222,6 +222,8 @@ def caches(comm) -> dict[str, tuple[int, int | None]]:
                              min(mpicoll.replay.REPLAYS, CACHE_BOUND)),
         "context._plans": (len(ctx._plans),
                            min(mpicoll.context.PLANS, CACHE_BOUND)),
+        "context._copies": (len(ctx._copies),
+                            min(mpicoll.context.PLANS, CACHE_BOUND)),
         "context._streams": (len(ctx._streams), None),
         "comm._subcomms": (len(comm._subcomms), None),
         "progress._active": (0 if progress is None else
