@@ -6,10 +6,11 @@
 #    3. bench/overlap.py --device cuda, at the default batch of 64 and at
 #    32768 (where the backward pass takes about as long as the all-reduce
 #    on an H200); 4. the benchmark sweep, python -m mpicoll.bench --device
-#    cuda (validated, --time-budget 60). Each step's output goes to OUTDIR
+#    cuda (validated, --time-budget 60); 5. bench/device_probe.py (where
+#    staged calls spend their time). Each step's output goes to OUTDIR
 #    (and stdout), 8 files in all; each has a timeout, so a hang costs
 #    minutes, not the machine. The exit status is the number of steps that
-#    failed. About 80 s on an H200 (docs/performance.md, "On a GPU").
+#    failed. About 2 minutes on an H200 (docs/performance.md, "On a GPU").
 # Needs a Python with mpicoll importable, mpi4py, an MPI library, CuPy and
 # pytest-mpi: $PYTHON (default python3) and $MPIEXEC (default mpiexec).
 set -uo pipefail
@@ -56,4 +57,5 @@ step "overlap-cuda-n$n-batch32768" 90 "$mpiexec" -n "$n" "$py" -m mpi4py \
     bench/overlap.py --device cuda --batch 32768
 step "bench-cuda-n$n" 150 "$mpiexec" -n "$n" "$py" -m mpicoll.bench \
     --device cuda --time-budget 60 --json "$out/bench-cuda-n$n.json"
+step "probe-n$n" 120 "$mpiexec" -n "$n" "$py" bench/device_probe.py
 exit "$failed"
