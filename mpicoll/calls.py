@@ -28,6 +28,7 @@ from mpicoll.message import (
     check_op,
     check_reduction,
     pack,
+    repack,
     unpack,
 )
 from mpicoll.mpi_ops import as_op, native_op
@@ -82,22 +83,29 @@ class CallBuilder:
 
     def _staged(self, where, send, recv, *, reducing: bool,
                 read_recv: bool = False):
-        """``(send view, recv view, unstage, why_native)`` of parsed
-        messages (None: absent). Basic datatypes give the messages' own
-        views; a derived datatype is packed (MPI ``Pack``) into scratch
-        of its basic type (bytes when mixed) for hand-built algorithms,
-        and ``unstage`` unpacks the result into the caller's buffer; a
-        reduction over mixed basic types runs natively only. Both views
-        must be in the same memory (host, or one device)."""
-        unstage = why = None
-        sv = None if send is None else (
-            pack(send) if send.derived else send.array)
+        """``(send view, recv view, unstage, restage, why_native)`` of
+        parsed messages (None: absent). Basic datatypes give the messages'
+        own views; a derived datatype is packed (MPI ``Pack``) into
+        scratch of its basic type (bytes when mixed) for hand-built
+        algorithms, ``unstage`` unpacks the result into the caller's
+        buffer and ``restage`` packs the input again (the call's
+        ``stage``: a persistent request's every start); a reduction over
+        mixed basic types runs natively only. Both views must be in the
+        same memory (host, or one device)."""
+        unstage = restage = why = None
+        sv = None
+        if send is not None:
+            sv = pack(send) if send.derived else send.array
+            if send.derived:
+                restage = partial(repack, send, sv)
         rv = None
         if recv is not None:
             if recv.derived:
                 rv = pack(recv) if read_recv else \
                     np.empty_like(pack(recv))
                 unstage = partial(unpack, recv, rv)
+                if read_recv:
+                    restage = both(restage, partial(repack, recv, rv))
             else:
                 rv = recv.array
         if sv is not None and rv is not None:
@@ -107,7 +115,7 @@ class CallBuilder:
             why = "a reduction over a derived datatype of mixed types"
         elif sv is not None and rv is not None and sv.dtype != rv.dtype:
             sv, rv = _bytes(sv), _bytes(rv)
-        return sv, rv, unstage, why
+        return sv, rv, unstage, restage, why
 
     # ---------------------------------------------------- call records
     #
@@ -245,6 +253,11 @@ class CallBuilder:
 
         return engine.launch(Call("barrier", algorithm, empty, empty, 0,
                                   None, 0, native, (), None, memo), async_op)
+
+
+def both(first, after):
+    """``first()`` then ``after()``, either of them None."""
+    return after if first is None else then(first, after)
 
 
 def owners_of(*specs) -> tuple:

@@ -29,7 +29,7 @@ from functools import partial
 import numpy as np
 from mpi4py import MPI
 
-from mpicoll.calls import CallBuilder, owners_of
+from mpicoll.calls import CallBuilder, both, owners_of
 from mpicoll.context import forget
 from mpicoll.cuda import copyto
 from mpicoll.collectives import COLLECTIVES
@@ -188,11 +188,12 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
         where = self._where("allreduce")
         mop, why = self._mpi_op(op, where)
         s, r = self._reduction_messages(sendbuf, recvbuf, op, where)
-        send, recv, unstage, why = self._reduction_views(s, r, why, where)
+        send, recv, unstage, restage, why = self._reduction_views(
+            s, r, why, where)
         return self._allreduce(
             send, recv, mop, algorithm, owners_of(sendbuf, recvbuf),
             async_op, _memo(memo, s, r), why_native=why, unstage=unstage,
-            given=("Allreduce", (sendbuf, recvbuf, op)))
+            stage=restage, given=("Allreduce", (sendbuf, recvbuf, op)))
 
     def _reduction_messages(self, sendbuf, recvbuf, op, where):
         """Parsed send (None: in place) and receive messages of an
@@ -204,9 +205,9 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
         return s, r
 
     def _reduction_views(self, s, r, why, where):
-        """``(send, recv, unstage, why_native)`` views of a reduction's
-        messages; in place, one view twice."""
-        send, recv, unstage, staged_why = self._staged(where,
+        """``(send, recv, unstage, restage, why_native)`` views of a
+        reduction's messages; in place, one view twice."""
+        send, recv, unstage, restage, staged_why = self._staged(where,
             s, r, reducing=True, read_recv=s is None)
         if s is None:
             send = recv
@@ -214,7 +215,7 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
             raise BufferSpecError("sendbuf and recvbuf overlap; pass "
                                   "MPI.IN_PLACE as sendbuf for an in-place "
                                   "call", **where)
-        return send, recv, unstage, why or staged_why
+        return send, recv, unstage, restage, why or staged_why
 
     def Reduce(self, sendbuf, recvbuf, op=MPI.SUM, root=0, *,
                algorithm="auto"):
@@ -235,14 +236,16 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
             r = None
             check_op(op, s.datatype, where=where)
         if r is None:
-            send, _, _, staged_why = self._staged(where, s, None, reducing=True)
+            send, _, _, restage, staged_why = self._staged(
+                where, s, None, reducing=True)
             recv, unstage, why = send[:0], None, why or staged_why
         else:
-            send, recv, unstage, why = self._reduction_views(s, r, why, where)
+            send, recv, unstage, restage, why = self._reduction_views(
+                s, r, why, where)
         return self._reduce(
             send, recv, mop, root, algorithm, owners_of(sendbuf, recvbuf),
             async_op, _memo(memo, s, r), why_native=why, unstage=unstage,
-            given=("Reduce", (sendbuf, recvbuf, op, root)))
+            stage=restage, given=("Reduce", (sendbuf, recvbuf, op, root)))
 
     def Bcast(self, buf, root=0, *, algorithm="auto"):
         memo = ("Bcast", algorithm, buf, root, None, None)
@@ -254,16 +257,19 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
         root = check_root(root, self._engine.size, where=where)
         at_root = self._engine.rank == root
         m = message(buf, readonly=at_root, where=where)
-        data, _, _, _ = self._staged(where, m, None, reducing=False)
-        if at_root and type(data) is np.ndarray and \
-                not data.flags.writeable:
-            data = data.copy()  # schedules may write the root's own copy
-            memo = None  # and a replay would send this call's copy
+        data, _, _, restage, _ = self._staged(where, m, None,
+                                              reducing=False)
         unstage = None
-        if m.derived and not at_root:
-            unstage = partial(unpack, m, data)
+        if not at_root:
+            restage = None  # the data is the root's
+            if m.derived:
+                unstage = partial(unpack, m, data)
+        elif type(data) is np.ndarray and not data.flags.writeable:
+            data = data.copy()  # schedules may write the root's own copy
+            restage = partial(copyto, data, m.array)
+            memo = None  # and a replay would send this call's copy
         return self._bcast(data, root, algorithm, owners_of(buf), async_op,
-                           _memo(memo, m), unstage=unstage,
+                           _memo(memo, m), unstage=unstage, stage=restage,
                            given=("Bcast", (buf, root)))
 
     def Allgather(self, sendbuf, recvbuf, *, algorithm="auto"):
@@ -292,8 +298,8 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
         is the input. A send that is not one receive block of bytes runs
         natively (MPI's own rules apply)."""
         where = self._where(c)
-        send, recv, unstage, why = self._staged(where, s, r, reducing=False,
-                                                read_recv=s is None)
+        send, recv, unstage, restage, why = self._staged(
+            where, s, r, reducing=False, read_recv=s is None)
         size = self._engine.size
         block = recv.size // size
         if s is None:
@@ -304,7 +310,8 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
             send = send[:0]
         return self._gathering(c, send, recv, block, root, algorithm, owners,
                                async_op, inplace=s is None, memo=memo,
-                               why_native=why, unstage=unstage, given=given)
+                               why_native=why, unstage=unstage, stage=restage,
+                               given=given)
 
     @staticmethod
     def _mismatch(algorithm, sent: int, room: int, where,
@@ -342,10 +349,12 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
             return self._blocks_call(c, s, r, root, algorithm, owners,
                                      async_op, _memo(memo, s, r), given)
         s = message(sendbuf, readonly=True, where=where)
-        send, _, _, _ = self._staged(where, s, None, reducing=False)
+        send, _, _, restage, _ = self._staged(where, s, None,
+                                              reducing=False)
         return self._gathering(c, send, send[:0], send.size, root, algorithm,
                                owners, async_op, inplace=False,
-                               memo=_memo(memo, s), given=given)
+                               memo=_memo(memo, s), stage=restage,
+                               given=given)
 
     def Scatter(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
         memo = ("Scatter", algorithm, recvbuf, sendbuf, root, None)
@@ -364,7 +373,8 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
                     null=not at_root, where=where)
         r = None if inplace else message(recvbuf, readonly=False, where=where)
         check_alias(s, r, where=where)
-        send, recv, unstage, why = self._staged(where, s, r, reducing=False)
+        send, recv, unstage, restage, why = self._staged(where, s, r,
+                                                         reducing=False)
         if s is None:
             send = recv[:0]
             count = recv.size
@@ -385,7 +395,8 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
         return engine.launch(Call(
             c, algorithm, send, recv, count, None, root, native,
             owners_of(sendbuf, recvbuf), None, _memo(memo, s, r),
-            why_native=why, unstage=unstage, given=given), async_op)
+            why_native=why, unstage=unstage, given=given, stage=restage),
+            async_op)
 
     def Alltoall(self, sendbuf, recvbuf, *, algorithm="auto"):
         memo = ("Alltoall", algorithm, recvbuf, sendbuf, None, None)
@@ -403,12 +414,11 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
         s = None if is_in_place(sendbuf) else \
             message(sendbuf, readonly=True, blocks=engine.size, where=where)
         check_alias(s, r, where=where)
-        send, recv, unstage, why = self._staged(where, s, r, reducing=False,
-                                                read_recv=s is None)
-        stage = None
+        send, recv, unstage, stage, why = self._staged(
+            where, s, r, reducing=False, read_recv=s is None)
         if s is None:  # the input, copied again before every run
             send = engine.ctx.input_copy(recv)
-            stage = partial(copyto, send, recv)
+            stage = both(stage, partial(copyto, send, recv))
         elif send.nbytes != recv.nbytes:
             # MPICH reports an alltoall's truncated block in its status
             why = self._mismatch(algorithm, send.nbytes, recv.nbytes, where,
@@ -441,11 +451,12 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
         where = self._where(c)
         mop, why = self._mpi_op(op, where)
         s, r = self._reduction_messages(sendbuf, recvbuf, op, where)
-        send, recv, unstage, why = self._reduction_views(s, r, why, where)
+        send, recv, unstage, restage, why = self._reduction_views(
+            s, r, why, where)
         return self._scan(
             c, send, recv, mop, algorithm, owners_of(sendbuf, recvbuf),
             async_op, _memo(memo, s, r), why_native=why, unstage=unstage,
-            given=("Scan" if c == "scan" else "Exscan",
+            stage=restage, given=("Scan" if c == "scan" else "Exscan",
                    (sendbuf, recvbuf, op)))
 
     def Reduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM, *,
@@ -468,7 +479,7 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
         s = None if inplace else \
             message(sendbuf, readonly=True, blocks=size, where=where)
         self._reduction(op, s, r, where)
-        send, recv, unstage, staged_why = self._staged(where,
+        send, recv, unstage, restage, staged_why = self._staged(where,
             s, r, reducing=True, read_recv=inplace)
         n = recv.size // size if inplace else recv.size
         if inplace:
@@ -477,6 +488,7 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
             c, send, recv, n, (n,) * size, mop, algorithm,
             owners_of(sendbuf, recvbuf), async_op, _memo(memo, s, r),
             inplace=inplace, why_native=why or staged_why, unstage=unstage,
+            stage=restage,
             given=("Reduce_scatter_block", (sendbuf, recvbuf, op)))
 
     def Barrier(self, *, algorithm="auto"):

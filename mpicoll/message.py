@@ -43,7 +43,7 @@ from mpicoll.getbuffer import (BYTE_FMT, Export, as_c, buffer_bytes,
                                is_integral)
 from mpicoll.msgops import (address, check_alias, check_op,  # noqa: F401
                             check_reduce_scatter, check_reduction, check_root,
-                            pack, unpack)
+                            pack, repack, unpack)
 
 
 class Message(NamedTuple):

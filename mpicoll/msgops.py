@@ -162,19 +162,33 @@ def pack(msg) -> np.ndarray:
     """The message's elements (every block, in order) packed contiguously
     by MPI (``Datatype.Pack`` on ``MPI.COMM_SELF``): a NumPy array of
     ``msg.unit`` when the datatype is homogeneous, else of bytes."""
-    base, (ranges, extent) = _host_base(msg, False), _ranges(msg)
+    ranges = _ranges(msg)[0]
     dt, comm = msg.datatype, MPI.COMM_SELF
     out = np.empty(sum(dt.Pack_size(n, comm) for _, n in ranges), np.uint8)
+    out = out[:_pack_into(msg, out)]
+    unit = msg.unit
+    if unit is not None and out.size % unit.itemsize == 0:
+        return out.view(unit)
+    return out
+
+
+def repack(msg, scratch) -> None:
+    """:func:`pack` again into ``scratch``, what it returned for ``msg``
+    (the caller's buffer may hold new values: a persistent request's
+    every start)."""
+    _pack_into(msg, scratch.reshape(-1).view(np.uint8))
+
+
+def _pack_into(msg, out: np.ndarray) -> int:
+    """Pack the message's elements into the bytes ``out``; how many."""
+    base, (ranges, extent) = _host_base(msg, False), _ranges(msg)
+    dt, comm = msg.datatype, MPI.COMM_SELF
     position = 0
     for offset, n in ranges:
         if n:
             data = MPI.buffer.fromaddress(base + offset, n * extent, True)
             position = dt.Pack(data, out, position, comm)
-    out = out[:position]
-    unit = msg.unit
-    if unit is not None and position % unit.itemsize == 0:
-        return out.view(unit)
-    return out
+    return position
 
 
 def unpack(msg, scratch) -> None:

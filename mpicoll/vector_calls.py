@@ -21,6 +21,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll.buffers import vector_buffer
+from mpicoll.cuda import copyto
 from mpicoll.message import (
     check_alias,
     check_op,
@@ -29,6 +30,7 @@ from mpicoll.message import (
     is_in_place,
     message,
     pack,
+    repack,
     unpack,
     vector_message,
 )
@@ -40,7 +42,7 @@ from mpicoll.errors import (
     InvalidArgumentTypeError,
 )
 from mpicoll.schedule.layout import inplace_send
-from mpicoll.work import Work
+from mpicoll.work import Work, then
 
 IN_PLACE = MPI.IN_PLACE
 
@@ -74,8 +76,10 @@ class VectorCalls:
             send = inplace_send(
                     c, recv, self._engine.rank, self._engine.size, counts)
             v.pack([self._engine.rank])
+            restage = partial(v.pack, [self._engine.rank]) if v.staged \
+                else None
         else:
-            send = self._simple(sendbuf, c)
+            send, restage = self._simple(sendbuf, c)
             self._same_type(send, recv, c)
             if send.size != counts[self._engine.rank]:
                 raise BufferSpecError(
@@ -85,6 +89,7 @@ class VectorCalls:
                                (*owners_of(sendbuf, rspec), recv), async_op,
                                inplace=is_in_place(sendbuf), memo=memo,
                                unstage=v.unpack if v.staged else None,
+                               stage=restage,
                                given=("Allgatherv", (sendbuf, recvbuf)))
 
     def _vector(self, spec, collective, what, *, receiving):
@@ -101,9 +106,13 @@ class VectorCalls:
                              what=what, where=where), v.obj
 
     def _simple(self, spec, collective):
-        """The flat view of a send buffer (a derived datatype packed)."""
+        """``(flat view, restage)`` of a send buffer: a derived datatype
+        packed, and ``restage`` packing it again (else None)."""
         m = message(spec, readonly=True, where=self._where(collective))
-        return pack(m) if m.derived else m.array
+        if not m.derived:
+            return m.array, None
+        scratch = pack(m)
+        return scratch, partial(repack, m, scratch)
 
     def Gatherv(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
         self._call_gatherv(sendbuf, recvbuf, root, algorithm, False)
@@ -129,13 +138,15 @@ class VectorCalls:
                 send = inplace_send(
                     c, recv, self._engine.rank, self._engine.size, counts)
                 v.pack([self._engine.rank])
+                restage = partial(v.pack, [self._engine.rank]) \
+                    if v.staged else None
             else:
-                send = self._simple(sendbuf, c)
+                send, restage = self._simple(sendbuf, c)
                 self._same_type(send, recv, c)
             owners = (*owners_of(sendbuf, rspec), recv)
             finish = v.unpack if v.staged else None
         else:
-            send = self._simple(sendbuf, c)
+            send, restage = self._simple(sendbuf, c)
             recv, owners = send[:0], owners_of(sendbuf)
         sizes, counts = self._engine.agree(c, send.size, counts, root)
         self._engine.disagree(c, [f"rank {q} sends {n}, recvcounts[{q}] is "
@@ -150,7 +161,8 @@ class VectorCalls:
 
         return self._engine.launch(Call(
             c, algorithm, send, recv, counts, None, root, native, owners,
-            unstage=finish, given=("Gatherv", (sendbuf, recvbuf, root))),
+            unstage=finish, stage=restage,
+            given=("Gatherv", (sendbuf, recvbuf, root))),
             async_op)
 
     def Scatterv(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
@@ -166,11 +178,12 @@ class VectorCalls:
         are checked across ranks as in :meth:`Gatherv`."""
         c = "scatterv"
         root = check_root(root, self._engine.size, where=self._where(c))
-        counts = unstage = None
+        counts = unstage = restage = None
         inplace = is_in_place(recvbuf)
         if self._engine.rank == root:
             v, sspec = self._vector(sendbuf, c, "sendbuf", receiving=False)
             v.pack()
+            restage = v.pack if v.staged else None
             counts, send = v.counts, v.array
             if inplace:  # the root's block stays where it is
                 start = v.displs[root]
@@ -196,7 +209,8 @@ class VectorCalls:
 
         return self._engine.launch(Call(
             c, algorithm, send, recv, counts, None, root, native, owners,
-            unstage=unstage, given=("Scatterv", (sendbuf, recvbuf, root))),
+            unstage=unstage, stage=restage,
+            given=("Scatterv", (sendbuf, recvbuf, root))),
             async_op)
 
     def Alltoallv(self, sendbuf, recvbuf, *, algorithm="auto"):
@@ -219,16 +233,19 @@ class VectorCalls:
             rv.pack()
             sv, sspec = rv, None
             send = rv.array.copy()
+            restage = then(rv.pack, partial(copyto, send, rv.array))
         else:
             sv, sspec = self._vector(sendbuf, c, "sendbuf", receiving=False)
             sv.pack()
             send = sv.array
+            restage = sv.pack if sv.staged else None
             self._same_type(send, rv.array, c)
         return self._alltoallv(send, rv.array, sv.counts, rv.counts,
                                algorithm,
                                (*owners_of(sspec, rspec), send, rv.array),
                                async_op,
                                unstage=rv.unpack if rv.staged else None,
+                               stage=restage,
                                given=("Alltoallv", (sendbuf, recvbuf)))
 
     def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM,
@@ -266,7 +283,7 @@ class VectorCalls:
         check_reduce_scatter(s, r, counts, engine.rank, where=where)
         check_alias(s, r, where=where)
         check_op(op, r.datatype, where=where)
-        send, recv, unstage, staged_why = self._staged(where,
+        send, recv, unstage, restage, staged_why = self._staged(where,
             s, r, reducing=True, read_recv=inplace)
         if inplace:
             send = recv
@@ -276,7 +293,8 @@ class VectorCalls:
         return self._reduce_scatter(
             c, send, recv, counts, counts, mop, algorithm,
             owners_of(sendbuf, recvbuf), async_op, memo, inplace=inplace,
-            why_native=why or staged_why, unstage=unstage, given=given)
+            why_native=why or staged_why, unstage=unstage, stage=restage,
+            given=given)
 
     def _simple_recv(self, spec, collective):
         """``(flat view, unstage)`` of a receive buffer (a derived
@@ -321,7 +339,9 @@ class _PackedBlocks:
         self.displs = _packed(self.counts)
 
     def pack(self, ranks=None) -> None:
-        """Nothing to do: packed when made."""
+        """Pack every block again (packed when made; the caller's buffer
+        may hold new values since)."""
+        repack(self.message, self.array)
 
     def unpack(self) -> None:
         unpack(self.message, self.array)
