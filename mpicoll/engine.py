@@ -198,17 +198,21 @@ class Engine(Replays, Choosing):
                 finish = then(call.unstage, finish)
             plan = self.ctx.plan(alg, call.count, call.root, call.op, send,
                                  recv, call.owners)
+            # ``stage`` refreshes mpicoll's copies of the input for a
+            # call made again; this call's own were made when parsed.
             if async_op:
-                start = partial(self._started, plan, call.stage,
-                                self.where_alg(call, alg),
-                                partial(_release, plan, finish), call.owners)
+                start = partial(self._started, plan,
+                                where=self.where_alg(call, alg),
+                                release=partial(_release, plan, finish),
+                                owners=call.owners)
                 if call.memo is not None:
-                    self._remember(self._restarts, call.memo, start)
-                return start()
-            runner = partial(self._run_steps, plan.steps)
-            if call.stage is not None:
-                runner = then(call.stage, runner)
-            runner()
+                    self._remember(self._restarts, call.memo,
+                                   partial(start, call.stage))
+                return start(None)
+            run_steps = partial(self._run_steps, plan.steps)
+            run_steps()
+            runner = run_steps if call.stage is None else \
+                then(call.stage, run_steps)
             if call.memo is not None:
                 self._remember(self._replays, call.memo,
                                then(runner, finish))

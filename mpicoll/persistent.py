@@ -278,12 +278,16 @@ def prepare(engine, call, watch=None) -> Persistent:
             request = engine.prepared(call.given[0], PERSISTENT,
                                       *call.given[1])()
         free = request.Free if lent is None else then(request.Free, lent.Free)
-        if finish is None and watch is None and lent is None:
+        stage = call.stage if call.given is None else None
+        if finish is None and watch is None and lent is None and \
+                stage is None:
             engine.explain_prepared(call, alg, "the MPI library's "
                                     "persistent request")
             return NativePersistent(where, request)
 
         def start():
+            if stage is not None:  # the request reads mpicoll's copy
+                stage()
             request.Start()
             return Work(where=where, request=request, finish=finish,
                         keep=owners)

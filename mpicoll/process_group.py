@@ -248,10 +248,10 @@ class ProcessGroup(TorchPointToPoint, TensorArguments, CallBuilder):
                 f"output must match input_list[{self._engine.rank}] "
                 f"({counts[self._engine.rank]} elements of "
                 f"{flats[0].dtype})", **self._where(c))
-        send = stage_tensors(flats, counts)
+        send, restage = stage_tensors(flats, counts)
         return self._reduce_scatter(c, send, recv, counts, counts, op,
                                     algorithm, (output, *input_list, send),
-                                    async_op)
+                                    async_op, stage=restage)
 
     def gather(self, tensor, gather_list=None, dst=0, async_op=False, *,
                algorithm="auto"):
@@ -283,6 +283,7 @@ class ProcessGroup(TorchPointToPoint, TensorArguments, CallBuilder):
         c = "scatter"
         src = self._root(src, c)
         recv = self._tensor(tensor, c, "tensor")
+        restage = None
         if self._engine.rank != src:
             send, owners = recv[:0], (tensor,)
         else:
@@ -294,7 +295,7 @@ class ProcessGroup(TorchPointToPoint, TensorArguments, CallBuilder):
                     f"scatter_list must hold tensors of tensor's size "
                     f"({recv.size} elements of {recv.dtype})",
                     **self._where(c))
-            send = stage_tensors(flats, (recv.size,) * len(flats))
+            send, restage = stage_tensors(flats, (recv.size,) * len(flats))
             owners = (tensor, *scatter_list, send)
         engine = self._engine
 
@@ -304,7 +305,8 @@ class ProcessGroup(TorchPointToPoint, TensorArguments, CallBuilder):
                                    recv, src)
 
         return engine.launch(Call(c, algorithm, send, recv, recv.size, None,
-                                  src, native, owners), async_op)
+                                  src, native, owners, stage=restage),
+                             async_op)
 
     def all_to_all_single(self, output, input, output_split_sizes=None,
                           input_split_sizes=None, async_op=False, *,
@@ -357,12 +359,12 @@ class ProcessGroup(TorchPointToPoint, TensorArguments, CallBuilder):
                                   "dtype", **self._where(c))
         scounts = tuple(f.size for f in ins)
         rcounts = tuple(f.size for f in outs)
-        send = stage_tensors(ins, scounts)
+        send, restage = stage_tensors(ins, scounts)
         recv = empty_like(send, sum(rcounts))
         return self._alltoallv(
             send, recv, scounts, rcounts, algorithm,
             (*output_tensor_list, *input_tensor_list, send, recv), async_op,
-            finish=unstage_tensors(outs, recv, rcounts))
+            finish=unstage_tensors(outs, recv, rcounts), stage=restage)
 
     def scan(self, tensor, op=ReduceOp.SUM, async_op=False, *,
              algorithm="auto"):

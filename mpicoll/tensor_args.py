@@ -120,13 +120,20 @@ def row_elements(tensor) -> int:
 
 
 def stage_tensors(flats, counts):
-    """The flat views ``flats`` copied end to end into one new buffer."""
+    """``(staging, restage)``: the flat views ``flats`` copied end to end
+    into one new buffer, and a function copying them into it again (the
+    call's ``stage``: a prepared call's every start reads the tensors
+    anew)."""
     staging = empty_like(flats[0], sum(counts))
-    start = 0
-    for f, n in zip(flats, counts):
-        copyto(staging[start:start + n], f)
-        start += n
-    return staging
+
+    def restage():
+        start = 0
+        for f, n in zip(flats, counts):
+            copyto(staging[start:start + n], f)
+            start += n
+
+    restage()
+    return staging, restage
 
 
 def unstage_tensors(flats, staging, counts):

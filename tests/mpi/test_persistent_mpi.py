@@ -242,3 +242,46 @@ def test_startall_and_the_torch_style_face(comm):
         assert np.all(out == sum(q + k for q in range(p)))
     for request in requests:
         request.free()
+
+
+def block(q: int, j: int, k: int, n: int = 3) -> np.ndarray:
+    """Rank ``q``'s tensor for rank ``j`` in round ``k``."""
+    return np.arange(n) + q * 100 + j * 10 + k * 1000.0
+
+
+@pytest.mark.parametrize("name", ["reduce_scatter", "scatter", "all_to_all"])
+def test_torch_face_lists_are_read_at_every_start(comm, name):
+    """Tensor lists go through one flat buffer; a prepared call must copy
+    them into it at every start, natively and hand-built (they were
+    copied once, when prepared: every start sent the first data)."""
+    p, r, root = comm.size, comm.rank, comm.size - 1
+    pg = mpicoll.ProcessGroup(comm)
+    ins = [np.empty(3) for _ in range(p)]
+    if name == "reduce_scatter":
+        out = np.empty(3)
+        args, c = (out, ins), "reduce_scatter"
+    elif name == "scatter":
+        out = np.empty(3)
+        args, c = (out, ins if r == root else None, root), "scatter"
+    else:
+        outs = [np.empty(3) for _ in range(p)]
+        args, c = (outs, ins), "alltoallv"
+    for algorithm in ["native", *mpicoll.algorithms(c)]:
+        try:
+            request = pg.prepare(name, *args, algorithm=algorithm)
+        except errors.ConstraintError:
+            continue
+        for k in range(ROUNDS):
+            for j, x in enumerate(ins):
+                x[...] = block(r, j, k)
+            request.start()
+            request.wait(timeout=60)
+            if name == "reduce_scatter":
+                want = sum(block(q, r, k) for q in range(p))
+                assert np.array_equal(out, want), (algorithm, k)
+            elif name == "scatter":
+                assert np.array_equal(out, block(root, r, k)), (algorithm, k)
+            else:
+                for i, y in enumerate(outs):
+                    assert np.array_equal(y, block(i, r, k)), (algorithm, k)
+        request.free()
