@@ -105,7 +105,7 @@ class CallBuilder:
                     np.empty_like(pack(recv))
                 unstage = partial(unpack, recv, rv)
                 if read_recv:
-                    restage = both(restage, partial(repack, recv, rv))
+                    restage = then(restage, partial(repack, recv, rv))
             else:
                 rv = recv.array
         if sv is not None and rv is not None:
@@ -253,11 +253,6 @@ class CallBuilder:
 
         return engine.launch(Call("barrier", algorithm, empty, empty, 0,
                                   None, 0, native, (), None, memo), async_op)
-
-
-def both(first, after):
-    """``first()`` then ``after()``, either of them None."""
-    return after if first is None else then(first, after)
 
 
 def owners_of(*specs) -> tuple:

@@ -29,7 +29,7 @@ from functools import partial
 import numpy as np
 from mpi4py import MPI
 
-from mpicoll.calls import CallBuilder, both, owners_of
+from mpicoll.calls import CallBuilder, owners_of
 from mpicoll.context import forget
 from mpicoll.cuda import copyto
 from mpicoll.collectives import COLLECTIVES
@@ -52,6 +52,7 @@ from mpicoll.schedule.layout import inplace_recv, inplace_send
 from mpicoll.schedule.plan import overlap
 from mpicoll.select import Choice
 from mpicoll.vector_calls import VectorCalls
+from mpicoll.work import then
 
 IN_PLACE = MPI.IN_PLACE
 
@@ -418,7 +419,7 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
             where, s, r, reducing=False, read_recv=s is None)
         if s is None:  # the input, copied again before every run
             send = engine.ctx.input_copy(recv)
-            stage = both(stage, partial(copyto, send, recv))
+            stage = then(stage, partial(copyto, send, recv))
         elif send.nbytes != recv.nbytes:
             # MPICH reports an alltoall's truncated block in its status
             why = self._mismatch(algorithm, send.nbytes, recv.nbytes, where,

@@ -75,8 +75,8 @@ class Call(NamedTuple):
     prepares the MPI library's call: ``native(nonblocking, send, recv)``
     returns a callable making it (returning a request when nonblocking);
     ``owners`` are the caller's objects behind the views (kept with a
-    cached plan, and alive while in flight); ``finish`` runs once the result is in
-    ``recv``; ``memo`` is the ``(name, algorithm, buf, a, b, c)`` a
+    cached plan, and alive while in flight); ``finish`` runs once the
+    result is in ``recv``; ``memo`` is the ``(name, algorithm, buf, a, b, c)`` a
     blocking call is kept for replay under (None: never replayed; see
     :meth:`Engine.replayed`).
     """
@@ -211,8 +211,7 @@ class Engine(Replays, Choosing):
                 return start(None)
             run_steps = partial(self._run_steps, plan.steps)
             run_steps()
-            runner = run_steps if call.stage is None else \
-                then(call.stage, run_steps)
+            runner = then(call.stage, run_steps)
             if call.memo is not None:
                 self._remember(self._replays, call.memo,
                                then(runner, finish))

@@ -232,7 +232,7 @@ class VectorCalls:
         if is_in_place(sendbuf):
             rv.pack()
             sv, sspec = rv, None
-            send = rv.array.copy()
+            send = self._engine.ctx.input_copy(rv.array)
             restage = then(rv.pack, partial(copyto, send, rv.array))
         else:
             sv, sspec = self._vector(sendbuf, c, "sendbuf", receiving=False)

@@ -203,9 +203,9 @@ def testall(works) -> bool:
 
 
 def then(first, after):
-    """``first()`` then ``after()`` (None: nothing more)."""
-    if after is None:
-        return first
+    """``first()`` then ``after()``; either may be None (nothing)."""
+    if first is None or after is None:
+        return after if first is None else first
 
     def both():
         first()
