@@ -18,12 +18,17 @@
 # ranks' calls: the 5th percentile, because on a virtual machine the noise
 # is one-sided (the host's other tenants only slow calls down); p50 gives
 # the median.
-# About 2 minutes on the 2-core development VM. bench/calibrate_repeats.sh
+# NumPy's advice for huge pages is off (NUMPY_MADVISE_HUGEPAGE=0, unless
+# set): with it, a large buffer is backed by huge pages or not as the
+# kernel finds them, and algorithms that build the very same schedules
+# were timed up to 1.59x apart in one run (docs/simulation.md).
+# About 4 minutes on the 2-core development VM. bench/calibrate_repeats.sh
 # runs the 2-rank check again, to see how much of it is the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/venv.sh
 . scripts/venv.sh
+export NUMPY_MADVISE_HUGEPAGE=${NUMPY_MADVISE_HUGEPAGE:-0}
 out=${1:-docs/simulation}
 statistic=${STATISTIC:-p5}
 mkdir -p "$out"
@@ -35,7 +40,7 @@ check() {  # check RANKS: python -m mpicoll.calibrate --check at RANKS ranks
                 --json "$out/validation-n$ranks.json")
     {
         echo "== mpiexec -n $ranks python -m mpi4py -m mpicoll.calibrate ${args[*]}"
-        echo "== load before: $(uptime)"
+        echo "== load before: $(uptime); NUMPY_MADVISE_HUGEPAGE=$NUMPY_MADVISE_HUGEPAGE"
     } | tee "$log"
     "$mpiexec" -n "$ranks" "$py" -m mpi4py -m mpicoll.calibrate "${args[@]}" \
         | tee -a "$log"

@@ -6,22 +6,26 @@
 # OUTDIR/repeats.txt: per run, how many of the 120 validated times its own
 # calibration predicts within ±30% and how many it would with the in-place
 # γ for every reduction and the other choices bench/validation_hits.py
-# undoes (on the same run's points), its points for a fresh and an
+# undoes (on the same run's points), how far apart it timed identical
+# schedules, its points for a fresh and an
 # unchanged exchange of 1 MiB (how far the machine moves between runs),
 # and the cells it missed; and each run's files, OUTDIR/repeats/K-cal.json
 # and K-rows.json, which bench/validation_hits.py counts again after a
 # change of the model or the fit.
+# NumPy's advice for huge pages is off, as in bench/calibrate.sh.
 # About 90 s per run on the 2-core development VM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/venv.sh
 . scripts/venv.sh
+export NUMPY_MADVISE_HUGEPAGE=${NUMPY_MADVISE_HUGEPAGE:-0}
 runs=${1:-4}
 out=${2:-docs/simulation}
 mkdir -p "$out/repeats"
 rm -f "$out"/repeats/*-cal.json "$out"/repeats/*-rows.json
 
-echo "== $runs runs from $(date -u '+%F %T') UTC; load: $(uptime)" \
+echo "== $runs runs from $(date -u '+%F %T') UTC; load: $(uptime);" \
+    "NUMPY_MADVISE_HUGEPAGE=$NUMPY_MADVISE_HUGEPAGE" \
     | tee "$out/repeats.txt"
 for ((k = 1; k <= runs; k++)); do
     statistic=$([ $((k % 2)) = 1 ] && echo p5 || echo p50)

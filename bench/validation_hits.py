@@ -1,5 +1,5 @@
 """How many validated times the model predicts within ±30%, as it is and
-with each of three of its choices undone, on one run's own points:
+with each of four of its choices undone, on one run's own points:
 
     python bench/validation_hits.py ROWS.json CALIBRATION.json
 
@@ -7,14 +7,25 @@ ROWS is ``python -m mpicoll.calibrate --check --json``'s file, CALIBRATION
 the ``--out`` of the same run. The calibration is fitted again from its
 raw points with this checkout's code (:func:`mpicoll.calibration.refit`)
 and every row predicted again, so a run recorded before a change of the
-model or the fit is counted as the code now stands. Prints one line, e.g.
+model or the fit is counted as the code now stands. Prints one line:
 ``119 of 120 within ±30% (118 with α on every message of a train, 117
 with at most 4 ranges of 3 sizes or more, 115 with gamma in place for
-every reduction)``: the model's trains and its out-of-place γ
-(:mod:`mpicoll.model`), and the fit's ranges as they were before
-:data:`~mpicoll.calibration.RANGES` and
+every reduction, 116 with one way priced as an exchange)``: the model's
+trains, its out-of-place γ and its one-way messages
+(:mod:`mpicoll.model`; a run recorded before the calibration measured
+one way counts the same without them), and the fit's ranges as they
+were before :data:`~mpicoll.calibration.RANGES` and
 :data:`~mpicoll.calibration.MIN_POINTS` became 5 and 2, each undone
-alone. Used by bench/calibrate.sh and bench/calibrate_repeats.sh.
+alone. Then how far apart the run measured identical work: the largest
+ratio of the slowest to the fastest time among algorithms whose
+schedules are step for step the same at a size (at 2 ranks the ring,
+Rabenseifner, hierarchical and torus allreduces, for one), e.g.
+``identical schedules measured up to 1.23x apart (allreduce ring,
+rabenseifner, hierarchical, torus at 16777216 B)``: no model of the
+schedules can put those apart: one prediction meets times from ``m``
+to ``r·m`` within ±30% only between ``0.7·r·m`` and ``1.3·m``, a window
+that closes at ``r`` = 1.86. Used by bench/calibrate.sh and
+bench/calibrate_repeats.sh.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from dataclasses import replace
 import numpy as np
 
 from mpicoll.calibration import load_calibration, refit
+from mpicoll.coll import lookup
 from mpicoll.model import predict
 from mpicoll.validation import TOLERANCE, rewritten, writing
 
@@ -35,21 +47,25 @@ VARIANTS = {
     "with at most 4 ranges of 3 sizes or more": {"ranges": 4,
                                                  "min_points": 3},
     "with gamma in place for every reduction": {"in_place": True},
+    "with one way priced as an exchange": {"one_way": False},
 }
 
 
 def hits(rows: list[dict], path: str, trains: bool = True,
-         in_place: bool = False, **fitting) -> int:
+         in_place: bool = False, one_way: bool = True, **fitting) -> int:
     """Rows predicted within the tolerance by the calibration at ``path``,
     fitted again (``fitting``: :func:`~mpicoll.calibration.refit`'s
     arguments), on the model with ``trains``
-    (:class:`~mpicoll.model.Network`) and, with ``in_place``, every
-    reduction at the in-place γ. A row's prediction is the model's plus
+    (:class:`~mpicoll.model.Network`), with ``in_place`` every
+    reduction at the in-place γ, without ``one_way`` every message at an
+    exchange's costs. A row's prediction is the model's plus
     the write of its input, as :func:`mpicoll.validation.compare` makes
     it."""
     cal = refit(load_calibration(path), **fitting)
     if in_place:
         cal = replace(cal, gamma_out_of_place={})
+    if not one_way:
+        cal = replace(cal, one_way=())
     write = writing(cal, path)
     within = 0
     for r in rows:
@@ -63,14 +79,40 @@ def hits(rows: list[dict], path: str, trains: bool = True,
     return within
 
 
+def twins(rows: list[dict]) -> tuple[float, list[dict]]:
+    """The largest ratio of the slowest to the fastest measured time among
+    rows of one collective and size whose algorithms build the same
+    schedules on every rank, and those rows (1.0 and [] if no two do)."""
+    groups: dict = {}
+    for r in rows:
+        alg = lookup(r["collective"], r["algorithm"])
+        count = r["count"]
+        if isinstance(count, list):
+            count = tuple(tuple(c) if isinstance(c, list) else c
+                          for c in count)
+        built = tuple(alg.schedule(rank, r["nranks"], count,
+                                   root=r.get("root") or 0, commutative=True)
+                      for rank in range(r["nranks"]))
+        groups.setdefault((r["collective"], r["nbytes"], built), []).append(r)
+    apart = [(max(m) / min(m), group) for group in groups.values()
+             if len(group) > 1
+             for m in [[x["measured_us"] for x in group]]]
+    return max(apart, key=lambda a: a[0], default=(1.0, []))
+
+
 def main(argv: list[str]) -> int:
     rows_path, cal_path = argv
     with open(rows_path) as f:
         rows = json.load(f)["rows"]
     undone = ", ".join(f"{hits(rows, cal_path, **args)} {name}"
                        for name, args in VARIANTS.items())
+    ratio, group = twins(rows)
+    same = (f"{group[0]['collective']} "
+            f"{', '.join(r['algorithm'] for r in group)} at "
+            f"{group[0]['nbytes']} B" if group else "none")
     print(f"{hits(rows, cal_path)} of {len(rows)} within ±{TOLERANCE:.0%} "
-          f"({undone})")
+          f"({undone}); identical schedules measured up to {ratio:.2f}x "
+          f"apart ({same})")
     return 0
 
 

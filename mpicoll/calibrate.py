@@ -28,6 +28,12 @@ the 5th percentile, of all ranks' calls):
   costs several times what resending an unchanged buffer does (both are
   kept in the file: ``points["exchange"]`` and
   ``points["exchange_clean"]``);
+- *one way*: rank ``r`` even sends ``n`` fresh bytes to ``r + 1``, which
+  receives them and does nothing else (a broadcast's or a gather's
+  message), less the copy; fitted on the exchange's ranges. On a
+  full-duplex link it costs what a direction of the exchange does; on
+  shared memory the two directions of an exchange share the memory
+  system, and one way can cost less;
 - *reduce*: ``dst = tmp (op) dst`` on ``n`` bytes (the ufunc call of a
   bound ``Reduce``), per op and dtype, on every rank at once; and out of
   place, ``dst = tmp (op) src`` with three buffers, as most schedules'
@@ -199,6 +205,23 @@ def exchange(n: int, peer: int, fresh: bool):
                              "tmp": np.ones(n, np.uint8)})
 
 
+def one_way(n: int, peer: int, sender: bool):
+    """The steps of one round in which the ``sender`` sends ``n`` new
+    bytes to ``peer`` (copied into its send buffer first, as in
+    :func:`exchange`) and the other rank receives them, doing nothing
+    else."""
+    def build(b):
+        if sender:
+            b.copy(Span("tmp", 0, n), Span("send", 0, n))
+            b.exchange(sends=[(peer, Span("send", 0, n))])
+        else:
+            b.exchange(recvs=[(peer, Span("recv", 0, n))])
+
+    return one_round(build, {"send": np.ones(n, np.uint8),
+                             "recv": np.zeros(n, np.uint8),
+                             "tmp": np.ones(n, np.uint8)})
+
+
 def reduction(n: int, op: str, dtype: str, out_of_place: bool = False):
     """The steps of one ``recv = tmp (op) recv`` on ``n`` bytes, or with
     ``out_of_place`` of one ``recv = tmp (op) send``."""
@@ -230,6 +253,7 @@ class Measured(NamedTuple):
     """Raw ``(bytes, seconds)`` points, and the calls timed beside them."""
 
     exchange: list  # fresh: copy then exchange, less the copy
+    one_way: list  # fresh: copy then send one way, less the copy
     copy: list
     reduce: dict  # {(op, dtype): points}, in place
     reduce_out_of_place: dict  # {(op, dtype): points}
@@ -240,22 +264,25 @@ class Measured(NamedTuple):
 
 def measure(world, args, beside: dict | None = None) -> Measured:
     """The raw points over the calibration's sizes: the fresh exchange
-    (copy then exchange, less the copy), copy, reduce in place and out of
-    place per op and dtype, and for the record the exchange of an
-    unchanged buffer and filling a buffer as the benchmark's --rewrite
-    does. The exchanges, copy and write are timed interleaved in half the
-    time budget; with ``beside`` (more calls, ``{name: call}``:
-    ``--check``'s collectives) they are interleaved with those and with
-    the reductions those use (sum on ``args.dtype``, both kinds), in three
-    quarters of it. The other reductions share the rest."""
+    and one way (copy then exchange or send, less the copy), copy,
+    reduce in place and out of place per op and dtype, and for the
+    record the exchange of an unchanged buffer and filling a buffer as
+    the benchmark's --rewrite does. The messages, copy and write are
+    timed interleaved in half the time budget; with ``beside`` (more
+    calls, ``{name: call}``: ``--check``'s collectives) they are
+    interleaved with those and with the reductions those use (sum on
+    ``args.dtype``, both kinds), in three quarters of it. The other
+    reductions share the rest."""
     comm = world.Dup()
     sizes = args.point_sizes
-    peer = world.Get_rank() ^ 1
+    rank = world.Get_rank()
+    peer = rank ^ 1
 
     def schedule(steps):
         return partial(run, steps, comm, TAG)
 
     makers = {"both": lambda n: schedule(exchange(n, peer, True)),
+              "one_way": lambda n: schedule(one_way(n, peer, rank < peer)),
               "exchange_clean": lambda n: schedule(exchange(n, peer, False)),
               "copy": lambda n: schedule(copying(n)),
               "write": lambda n: partial(np.ndarray.fill,
@@ -289,11 +316,12 @@ def measure(world, args, beside: dict | None = None) -> Measured:
                          / len(rest))
         reduced[key] = [(n, seconds(alone[n])) for n in sizes]
     comm.Free()
-    fresh = [(n, max(t - c, 0.0)) for (n, t), (_, c)
-             in zip(series.pop("both"), series["copy"])]
+    fresh, sent = ([(n, max(t - c, 0.0)) for (n, t), (_, c)
+                    in zip(series.pop(kind), series["copy"])]
+                   for kind in ("both", "one_way"))
     in_place, apart = ({pair: pts for (pair, out), pts in reduced.items()
                         if out == kind} for kind in (False, True))
-    return Measured(fresh, series.pop("copy"), in_place, apart, series,
+    return Measured(fresh, sent, series.pop("copy"), in_place, apart, series,
                     {key: times[key] for key in beside or ()}, iters)
 
 
@@ -333,7 +361,8 @@ def calibrate(world, args, argv, beside: dict | None = None
                                  *argv])}
     got = measure(world, args, beside)
     return calibration.fit(got.exchange, got.copy, got.reduce, args.ranges,
-                           got.extra, got.reduce_out_of_place, **info), got
+                           got.extra, got.reduce_out_of_place,
+                           one_way=got.one_way, **info), got
 
 
 def describe(cal: calibration.Calibration) -> str:
@@ -343,12 +372,16 @@ def describe(cal: calibration.Calibration) -> str:
 
     lines = [f"# {cal.description}",
              f"# {'range (bytes)':>22} {'alpha(us)':>9} {'1/beta':>8}"
-             f" {'1/copy':>8}  (GB/s)"]
+             f" {'1/copy':>8}" + (f" {'one way: alpha(us)':>18}"
+                                   f" {'1/beta':>8}" if cal.one_way else "")
+             + "  (GB/s)"]
     lo = 0
-    for upto, alpha, beta, copy in cal.ranges:
+    for i, (upto, alpha, beta, copy) in enumerate(cal.ranges):
         span = f"{lo + 1}..{upto if upto is not None else 'inf'}"
+        one_way = (f" {cal.one_way[i][0] * 1e6:18.2f}"
+                   f" {gbps(cal.one_way[i][1])}" if cal.one_way else "")
         lines.append(f"  {span:>22} {alpha * 1e6:9.2f} {gbps(beta)}"
-                     f" {gbps(copy)}")
+                     f" {gbps(copy)}{one_way}")
         lo = upto
     for title, table in (("in place", cal.gamma),
                          ("out of place", cal.gamma_out_of_place)):

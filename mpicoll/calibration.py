@@ -19,6 +19,10 @@ seconds per byte):
     "alpha", "beta", "copy"}``; the last has ``"upto": null`` (no limit).
     A message of ``n`` bytes costs its range's ``alpha + beta·n``; a
     round's ``n`` bytes copied cost ``copy·n``.
+``one_way`` (optional)
+    ``[{"alpha", "beta"} per range]``: a message that goes one way in its
+    round (a broadcast's, a gather's), where ``alpha``/``beta`` above are
+    a direction of an exchange; absent, one way costs as much.
 ``gamma``
     ``{op: {dtype: [per range]}}``: seconds per byte of reduction output
     (``"sum"``, ``"prod"``, ``"max"``, ``"min"`` by NumPy dtype name), for
@@ -31,12 +35,13 @@ seconds per byte):
     Where and how it was measured: hostname, CPU model and cores; MPI
     library, mpi4py version, ranks, thread level.
 ``points``
-    The raw measurements the fit used: ``exchange``, ``copy`` (``[bytes,
-    seconds]`` pairs), ``reduce`` and ``reduce_out_of_place`` (``{op:
-    {dtype: pairs}}``).
+    The raw measurements the fit used: ``exchange``, ``one_way``,
+    ``copy`` (``[bytes, seconds]`` pairs), ``reduce`` and
+    ``reduce_out_of_place`` (``{op: {dtype: pairs}}``).
 
 Fitting: per range, α and β are the least-squares ``alpha + beta·n`` line
-through the exchange points, both γ and copy the slope through the origin
+through the exchange points (the one-way ones through the one-way
+points, on the exchange's ranges), both γ and copy the slope through the origin
 (``per_byte·n``) of the reduce and copy points, all by relative error (so
 a range's per-byte cost absorbs the fixed Python cost of the call at its
 smallest sizes). The ranges' bounds are the split of the sizes into at
@@ -58,6 +63,7 @@ FORMAT, VERSION = "mpicoll-calibration", 1
 RANGES = 5  # fitted ranges, at most, of the messages and of the local steps
 MIN_POINTS = 2  # points per fitted range, at least (two: the line through both)
 RANGE_FIELDS = ("upto", "alpha", "beta", "copy")  # a range, in the file
+ONE_WAY_FIELDS = ("alpha", "beta")  # a range's one-way costs, in the file
 INFO = (("machine", dict), ("mpi", dict), ("date", str), ("command", str),
         ("points", dict))  # where it was measured, and the raw points
 
@@ -71,13 +77,15 @@ class Calibration:
     """A fitted calibration: ``ranges`` of ``(upto, alpha, beta, copy)``
     (the last ``upto`` None), ``gamma`` per ``(op, dtype)`` with one value
     per range (reductions in place), the same for reductions out of place
-    (``gamma_out_of_place``; empty where they were not measured), and
-    where it was measured."""
+    (``gamma_out_of_place``; empty where they were not measured), the
+    ``(alpha, beta)`` of a message one way per range (``one_way``; empty
+    where not measured), and where it was measured."""
 
     ranges: tuple[tuple[int | None, float, float, float], ...]
     gamma: dict[tuple[str, str], tuple[float, ...]]
     gamma_out_of_place: dict[tuple[str, str], tuple[float, ...]] = field(
         default_factory=dict)
+    one_way: tuple[tuple[float, float], ...] = ()
     machine: dict = field(default_factory=dict)
     mpi: dict = field(default_factory=dict)
     date: str = ""
@@ -124,23 +132,35 @@ class Calibration:
         with ``intra`` (a calibration of two ranks on one node, this one
         of ranks on two nodes), messages inside a node take ``intra``'s
         α and β by size range (``alpha_intra``, ``beta_intra``,
-        ``ranges_intra``) and the rest this one's; γ and copy stay this
-        calibration's."""
+        ``ranges_intra``; one way ``alpha_one_way_intra``,
+        ``beta_one_way_intra``) and the rest this one's; γ and copy stay
+        this calibration's."""
         gamma = self.gamma_for(op, dtype)
         apart = self.gamma_for(op, dtype, out_of_place=True)
-        pieces = [SizeRange(upto, a, b, g, c, o) for (upto, a, b, c), g, o
-                  in zip(self.ranges, gamma, apart)]
+        pieces = [SizeRange(upto, a, b, g, c, o, *w)
+                  for (upto, a, b, c), g, o, w
+                  in zip(self.ranges, gamma, apart, self._one_way())]
         last = pieces.pop()
         inside: dict = {}
         if intra is not None:
-            links = [SizeRange(upto, a, b, 0.0, 0.0)
-                     for upto, a, b, _ in intra.ranges]
+            links = [SizeRange(upto, a, b, 0.0, 0.0, None, *w)
+                     for (upto, a, b, _), w
+                     in zip(intra.ranges, intra._one_way())]
             top = links.pop()
             inside = {"alpha_intra": top.alpha, "beta_intra": top.beta,
+                      "alpha_one_way_intra": top.alpha_one_way,
+                      "beta_one_way_intra": top.beta_one_way,
                       "ranges_intra": tuple(links)}
         return Network(last.alpha, last.beta, last.gamma, last.copy,
                        ranges=tuple(pieces),
-                       gamma_out_of_place=last.gamma_out_of_place, **inside)
+                       gamma_out_of_place=last.gamma_out_of_place,
+                       alpha_one_way=last.alpha_one_way,
+                       beta_one_way=last.beta_one_way, **inside)
+
+    def _one_way(self) -> tuple:
+        """``(alpha, beta)`` one way per range; ``(None, None)`` each where
+        not measured."""
+        return self.one_way or ((None, None),) * len(self.ranges)
 
     def to_json(self) -> dict:
         """The file's contents (module docstring)."""
@@ -157,6 +177,9 @@ class Calibration:
                 "gamma": nested(self.gamma)}
         if self.gamma_out_of_place:
             data["gamma_out_of_place"] = nested(self.gamma_out_of_place)
+        if self.one_way:
+            data["one_way"] = [dict(zip(ONE_WAY_FIELDS, w))
+                               for w in self.one_way]
         return {**data, "points": self.points}
 
     def save(self, path: str) -> None:
@@ -200,11 +223,21 @@ class Calibration:
         apart = data.get("gamma_out_of_place")
         apart = {} if apart is None else _gamma_table(
             apart, "gamma_out_of_place", len(rows), bad)
+        one_way = data.get("one_way", [])
+        if not isinstance(one_way, list) or len(one_way) not in (
+                0, len(rows)) or any(not isinstance(w, dict) or set(w) != set(
+                    ONE_WAY_FIELDS) for w in one_way):
+            raise bad(f"\"one_way\" must be a list of {len(rows)} objects "
+                      f"(one per range) with the keys "
+                      f"{', '.join(ONE_WAY_FIELDS)}")
+        one_way = tuple(tuple(_cost(w[k], f"one_way[{i}].{k}", bad)
+                              for k in ONE_WAY_FIELDS)
+                        for i, w in enumerate(one_way))
         info = {k: data.get(k, kind()) for k, kind in INFO}
         for k, kind in INFO:
             if not isinstance(info[k], kind):
                 raise bad(f"\"{k}\" must be a JSON {kind.__name__}")
-        return cls(tuple(rows), gamma, apart, **info)
+        return cls(tuple(rows), gamma, apart, one_way, **info)
 
 
 def _gamma_table(table, name: str, ranges: int, bad) -> dict:
@@ -319,34 +352,38 @@ def _in_range(points, lo: float, hi: float | None) -> list:
 
 def fit(exchange, copy, reduce: dict, ranges: int = RANGES, extra=None,
         reduce_out_of_place: dict | None = None,
-        min_points: int = MIN_POINTS, **info) -> Calibration:
-    """A :class:`Calibration` from raw points: ``exchange`` and ``copy``
-    ``(bytes, seconds)`` pairs, ``reduce`` (in place) and
-    ``reduce_out_of_place`` ``{(op, dtype): pairs}``, all on one grid of
-    sizes; ``extra``: more series kept with the points, not fitted (by
+        min_points: int = MIN_POINTS, one_way=None, **info) -> Calibration:
+    """A :class:`Calibration` from raw points: ``exchange``, ``copy`` and
+    (if measured) ``one_way`` ``(bytes, seconds)`` pairs, ``reduce`` (in
+    place) and ``reduce_out_of_place`` ``{(op, dtype): pairs}``, all on
+    one grid of sizes; ``extra``: more series kept with the points, not fitted (by
     name); ``info``: machine, mpi, date, command. Messages and local steps
     change shape at different sizes (protocol switches, cache sizes), so
     each gets its own split into at most ``ranges`` ranges of at least
     ``min_points`` sizes (:func:`split`), and the file's ranges are the
     union of the two: each range holds its message range's ``(alpha,
-    beta)`` and its local range's per-byte copy and γ slopes."""
+    beta)`` (and one way's, fitted on the same message ranges) and its
+    local range's per-byte copy and γ slopes."""
     tables = {"reduce": reduce, "reduce_out_of_place": reduce_out_of_place
               or {}}
     messages = [*split([exchange], ranges, min_points), None]
     local = [*split([copy, *(pts for table in tables.values()
                              for pts in table.values())], ranges,
                     min_points), None]
-    rows = []
+    rows, one_way_rows = [], []
     gamma = {name: {key: [] for key in table}
              for name, table in tables.items()}
     for hi in [*sorted({*messages, *local} - {None}), None]:
         alpha, beta = fit_line(_around(exchange, messages, hi))
         rows.append((hi, alpha, beta, fit_slope(_around(copy, local, hi))))
+        if one_way:
+            one_way_rows.append(fit_line(_around(one_way, messages, hi)))
         for name, table in tables.items():
             for key, pts in table.items():
                 gamma[name][key].append(fit_slope(_around(pts, local, hi)))
     raw = {name: [list(p) for p in pts] for name, pts in
-           {"exchange": exchange, "copy": copy, **(extra or {})}.items()}
+           {"exchange": exchange, **({"one_way": one_way} if one_way else {}),
+            "copy": copy, **(extra or {})}.items()}
     for name, table in tables.items():
         if table:
             raw[name] = {}
@@ -354,7 +391,8 @@ def fit(exchange, copy, reduce: dict, ranges: int = RANGES, extra=None,
             raw[name].setdefault(op, {})[dtype] = [list(p) for p in pts]
     in_place, apart = ({k: tuple(v) for k, v in gamma[name].items()}
                        for name in tables)
-    return Calibration(tuple(rows), in_place, apart, points=raw, **info)
+    return Calibration(tuple(rows), in_place, apart, tuple(one_way_rows),
+                       points=raw, **info)
 
 
 def refit(cal: Calibration, ranges: int = RANGES,
@@ -377,10 +415,11 @@ def refit(cal: Calibration, ranges: int = RANGES,
     if "exchange" not in pts or "copy" not in pts or not table("reduce"):
         raise CalibrationError("the calibration has no raw points to refit "
                                "(\"exchange\", \"copy\", \"reduce\")")
-    fitted = {"exchange", "copy", "reduce", "reduce_out_of_place"}
+    fitted = {"exchange", "one_way", "copy", "reduce", "reduce_out_of_place"}
     return fit(pairs(pts["exchange"]), pairs(pts["copy"]), table("reduce"),
                ranges, {k: v for k, v in pts.items() if k not in fitted},
-               table("reduce_out_of_place"), min_points, machine=cal.machine,
+               table("reduce_out_of_place"), min_points,
+               pairs(pts.get("one_way", [])), machine=cal.machine,
                mpi=cal.mpi, date=cal.date, command=cal.command)
 
 

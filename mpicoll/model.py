@@ -17,6 +17,14 @@ Rabenseifner & Gropp (2005) and MPICH's cost comments:
   sends and the receiver's earlier receives of their rounds done, both
   rounds posted: no eager buffering) and takes ``α + β·bytes``
   (``alpha_intra``/``beta_intra`` between two ranks of one node);
+- a message one way (in their rounds its sender receives nothing and its
+  receiver sends nothing: a broadcast's, a gather's) takes
+  ``alpha_one_way + beta_one_way·bytes`` where the network gives them
+  (None: ``α + β·bytes``, as on a full-duplex link); the others (an
+  exchange's, a ring's, whose ranks each send and receive) ``α +
+  β·bytes``: on shared memory a rank that sends and receives at once
+  shares its memory bandwidth between them, and a calibration
+  (:mod:`mpicoll.calibrate`) measures both;
 - a message that follows one between the same two ranks in both their
   rounds (a *train*: the pipelined broadcast's segments on 2 ranks, the
   two blocks of Bruck's all-to-all's first round) takes ``β·bytes``:
@@ -77,11 +85,16 @@ class SizeRange(NamedTuple):
     gamma: float
     copy: float
     gamma_out_of_place: float | None = None  # None: this range's gamma
+    alpha_one_way: float | None = None  # None: this range's alpha
+    beta_one_way: float | None = None  # None: this range's beta
 
 
-# A cost that may be None, and the one it then stands for.
+# A cost that may be None, and the one it then stands for (an intra-node
+# one way cost: the intra-node exchange's where there is one, below).
 STANDS_FOR = {"alpha_intra": "alpha", "beta_intra": "beta",
-              "gamma_out_of_place": "gamma"}
+              "gamma_out_of_place": "gamma", "alpha_one_way": "alpha",
+              "beta_one_way": "beta", "alpha_one_way_intra": "alpha_one_way",
+              "beta_one_way_intra": "beta_one_way"}
 
 
 @dataclass(frozen=True)
@@ -93,7 +106,11 @@ class Network:
     ``gamma_out_of_place`` per byte reduced into a buffer apart from both
     operands (``dst = a op b``, three buffers' worth of memory traffic
     where ``b = a op b`` has two; None: ``gamma``, as the published forms
-    have it).
+    have it). ``alpha_one_way`` and ``beta_one_way`` (``_intra`` within
+    a node) price a message that goes one way in its round, the others an
+    exchange's direction (None: as an exchange's direction; within a node,
+    the intra-node exchange's where it is given, else the one-way costs
+    between nodes).
 
     ``ranges`` (increasing ``upto``) refine the base costs by size, as
     a calibration measures them (:mod:`mpicoll.calibration`): a message
@@ -103,7 +120,9 @@ class Network:
     copied its ``gamma·n`` (``gamma_out_of_place·n``) or ``copy·n``;
     sizes above the last range take the base costs.
     ``ranges_intra`` refine ``alpha_intra`` and ``beta_intra`` the same
-    way (their ``gamma`` and ``copy`` are not read): a calibration made
+    way, their one-way costs ``alpha_one_way_intra`` and
+    ``beta_one_way_intra`` (their ``gamma`` and ``copy`` are not read): a
+    calibration made
     inside a node beside one made between nodes
     (:meth:`~mpicoll.calibration.Calibration.network`'s ``intra``).
 
@@ -120,6 +139,10 @@ class Network:
     ranges: tuple[SizeRange, ...] = ()
     ranges_intra: tuple[SizeRange, ...] = ()
     gamma_out_of_place: float | None = None
+    alpha_one_way: float | None = None
+    beta_one_way: float | None = None
+    alpha_one_way_intra: float | None = None
+    beta_one_way_intra: float | None = None
     trains: bool = True
 
     def __post_init__(self) -> None:
@@ -139,15 +162,20 @@ class Network:
                              "beta_intra, which must then be given")
 
     def by_size(self, name: str, nbytes: np.ndarray) -> np.ndarray | float:
-        """The cost ``name`` (alpha, beta, gamma, copy, gamma_out_of_place,
-        alpha_intra or beta_intra) for each size in ``nbytes``: its
-        range's, or the base one (a float, when there are no ranges). A
-        cost that is None is the one it stands for (:data:`STANDS_FOR`):
-        an intra-node cost the one between nodes, an out-of-place γ (the
-        network's or a range's) the γ beside it."""
+        """The cost ``name`` (a field: alpha, beta, gamma, copy,
+        gamma_out_of_place, the ``_one_way`` and ``_intra`` ones) for
+        each size in ``nbytes``: its range's, or the base one (a float,
+        when there are no ranges). A cost that is None is the one it
+        stands for (:data:`STANDS_FOR`): an intra-node cost the one
+        between nodes (a one-way one the intra-node exchange's, where
+        that is given), a one-way cost the exchange's, an out-of-place γ
+        the γ beside it (the network's or a range's)."""
         base = getattr(self, name)
         if base is None and name.endswith("_intra"):
-            return self.by_size(STANDS_FOR[name], nbytes)
+            exchange = name.replace("_one_way", "")
+            inside = exchange != name and getattr(self, exchange) is not None
+            return self.by_size(exchange if inside else STANDS_FOR[name],
+                                nbytes)
         if base is None:
             base = getattr(self, STANDS_FOR[name])
         field = name.removesuffix("_intra")
@@ -324,7 +352,8 @@ class _Graph:
                  intra: Callable) -> None:
         local, starts, finish = [], [], []
         # (key, round node, elements, intra, first of its round, after one
-        # to the same peer in its round)
+        # to the same peer in its round, its round moves nothing the other
+        # way: a send's no receive, a receive's no send)
         sends: list[tuple] = []
         recvs: list[tuple] = []
         node = 0
@@ -333,10 +362,10 @@ class _Graph:
             local.append((0, 0, 0))
             for s, r, red, cop in rounds:
                 sends += [(send_key(i, q), node, n, intra(i, q), j == 0,
-                           j > 0 and s[j - 1][0] == q)
+                           j > 0 and s[j - 1][0] == q, not r)
                           for j, (q, n) in enumerate(s)]
                 recvs += [(recv_key(i, q), node, n, False, j == 0,
-                           j > 0 and r[j - 1][0] == q)
+                           j > 0 and r[j - 1][0] == q, not s)
                           for j, (q, n) in enumerate(r)]
                 local.append((*red, cop))
                 node += 1
@@ -344,8 +373,8 @@ class _Graph:
             node += 1
         nn, nm = node, len(sends)
         self.n = n = nn + nm
-        s_arr = np.array(sends, dtype=np.int64).reshape(-1, 6)
-        r_arr = np.array(recvs, dtype=np.int64).reshape(-1, 6)
+        s_arr = np.array(sends, dtype=np.int64).reshape(-1, 7)
+        r_arr = np.array(recvs, dtype=np.int64).reshape(-1, 7)
         s_ord = np.argsort(s_arr[:, 0], kind="stable")
         r_ord = np.argsort(r_arr[:, 0], kind="stable")
         if (len(s_arr) != len(r_arr)
@@ -371,6 +400,7 @@ class _Graph:
         self.local = np.array(local, dtype=np.float64).reshape(-1, 3)
         self.length = s_arr[s_ord, 2].astype(np.float64)
         self.intra = s_arr[s_ord, 3].astype(bool)
+        self.one_way = (s_arr[s_ord, 6] & r_arr[r_ord, 6]).astype(bool)
         self.order = self._order()
         self._columns = None  # the predecessors, as lists, once evaluated
         self._cache: dict = {}
@@ -407,14 +437,21 @@ class _Graph:
                               + net.by_size("gamma_out_of_place", apart) * apart
                               + net.by_size("copy", cop) * cop)
             nbytes = itemsize * self.length
-            ax, bx = net.by_size("alpha", nbytes), net.by_size("beta", nbytes)
-            ai = net.by_size("alpha_intra", nbytes)
-            bi = net.by_size("beta_intra", nbytes)
-            cost[self.nn:] = np.where(self.intra, ai + bi * nbytes,
-                                      ax + bx * nbytes)
+
+            def link(cost: str) -> np.ndarray:  # per message, its link's
+                def of(name: str):
+                    return net.by_size(name, nbytes) * np.ones_like(nbytes)
+
+                return np.where(
+                    self.intra,
+                    np.where(self.one_way, of(f"{cost}_one_way_intra"),
+                             of(f"{cost}_intra")),
+                    np.where(self.one_way, of(f"{cost}_one_way"), of(cost)))
+
+            alpha = link("alpha")
+            cost[self.nn:] = alpha + link("beta") * nbytes
             if net.trains:
-                cost[self.nn:][self.train] -= np.where(self.intra, ai,
-                                                       ax)[self.train]
+                cost[self.nn:][self.train] -= alpha[self.train]
             if self._columns is None:
                 self._columns = self.preds.T.tolist()
             (a, b, c), w = self._columns, cost.tolist()

@@ -368,9 +368,12 @@ def mpi_settings() -> dict:
     """MPICH's settings in this process's environment (``MPIR_CVAR_*``
     and their ``MPICH_*`` aliases), which change what a run measures: e.g.
     ``MPIR_CVAR_CH4_CMA_ENABLE=1``, single-copy transfers between ranks on
-    one node (docs/performance.md)."""
+    one node (docs/performance.md); and NumPy's
+    ``NUMPY_MADVISE_HUGEPAGE`` (huge pages for large buffers, or not:
+    docs/simulation.md)."""
     return {k: v for k, v in sorted(os.environ.items())
-            if k.startswith(("MPIR_CVAR_", "MPICH_"))}
+            if k.startswith(("MPIR_CVAR_", "MPICH_"))
+            or k == "NUMPY_MADVISE_HUGEPAGE"}
 
 
 def flat(rec: dict) -> dict:

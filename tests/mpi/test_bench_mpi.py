@@ -104,6 +104,7 @@ def test_rewriting_writes_what_the_call_reads(world):
 
 def test_main_writes_json_and_csv(world, tmp_path, monkeypatch):
     monkeypatch.setenv("MPIR_CVAR_MPICOLL_TEST_SETTING", "7")
+    monkeypatch.setenv("NUMPY_MADVISE_HUGEPAGE", "1")  # read at import only
     base = MPI.Intracomm(world).bcast(str(tmp_path))
     out_json, out_csv = f"{base}/b.json", f"{base}/b.csv"
     out_png = f"{base}/b.png"
@@ -118,9 +119,11 @@ def test_main_writes_json_and_csv(world, tmp_path, monkeypatch):
         assert head["nranks"] == world.size and head["mpi_vendor"]
         assert {"mpi4py", "mpi_library", "thread_level", "hostnames",
                 "ranks_per_node", "date", "command"} <= set(head)
-        assert head["mpi_settings"]["MPIR_CVAR_MPICOLL_TEST_SETTING"] == "7"
+        settings = head["mpi_settings"]
+        assert settings["MPIR_CVAR_MPICOLL_TEST_SETTING"] == "7"
+        assert settings["NUMPY_MADVISE_HUGEPAGE"] == "1"
         assert all(k.startswith(("MPIR_CVAR_", "MPICH_"))
-                   for k in head["mpi_settings"])
+                   or k == "NUMPY_MADVISE_HUGEPAGE" for k in settings)
         algs = {(r["collective"], r["algorithm"]) for r in data["records"]}
         assert algs == {("allreduce", "native"), ("allreduce", "ring"),
                         ("allreduce", "auto"), ("reduce", "native"),

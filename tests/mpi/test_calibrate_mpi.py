@@ -39,11 +39,12 @@ def test_calibration_file_is_complete(calibrated):
     assert set(cal.gamma) == set(cal.gamma_out_of_place) == pairs
     sizes = [8, 64, 512, 4096, 32768]
     assert [n for n, _ in cal.points["exchange"]] == sizes
-    for series in ("copy", "exchange_clean", "write"):
+    for series in ("one_way", "copy", "exchange_clean", "write"):
         assert [n for n, _ in cal.points[series]] == sizes
     for series in ("reduce", "reduce_out_of_place"):
         assert [n for n, _ in cal.points[series]["max"]["int64"]] == sizes
     assert all(t > 0 for _, t in cal.points["exchange"])
+    assert len(cal.one_way) == len(cal.ranges)  # fitted, one per range
     size = MPI.COMM_WORLD.Get_size()
     assert cal.mpi["ranks"] == size
     assert cal.mpi["library"] and cal.mpi["mpi4py"]
@@ -93,7 +94,7 @@ def test_check_calibrates_and_validates_in_one_run(tmp_path_factory):
     world.Barrier()
     cal = load_calibration(path)
     sizes = [8 << i for i in range(10)]  # 8 B .. 4 KiB
-    for series in ("exchange", "exchange_clean", "copy", "write"):
+    for series in ("exchange", "one_way", "exchange_clean", "copy", "write"):
         assert [n for n, _ in cal.points[series]] == sizes
     with open(out) as f:
         data = json.load(f)

@@ -22,6 +22,8 @@ from scripts import load
 SIZES = [1 << i for i in range(3, 26)]  # 8 B .. 32 MiB
 # (upto, alpha, beta) of the exchange; (upto, per byte) of copy and reduce
 MESSAGES = [(4096, 3e-6, 1e-10), (1 << 20, 9e-6, 7e-11), (None, 2e-5, 1.2e-10)]
+# (upto, alpha, beta) of a message one way: half an exchange's β
+ONE_WAY = [(upto, a, b / 2) for upto, a, b in MESSAGES]
 LOCAL = [(1 << 18, 2e-11), (None, 8e-11)]
 
 
@@ -29,9 +31,9 @@ def piecewise(table, n):
     return next(row[1:] for row in table if row[0] is None or n <= row[0])
 
 
-def exchange_points(noise=None):
+def exchange_points(noise=None, table=MESSAGES):
     pts = [(n, a + b * n) for n in SIZES
-           for a, b in [piecewise(MESSAGES, n)]]
+           for a, b in [piecewise(table, n)]]
     if noise is not None:
         pts = [(n, t * f) for (n, t), f in zip(pts, noise)]
     return pts
@@ -46,7 +48,7 @@ def calibration(**info) -> Calibration:
                {("sum", "float32"): local_points(0.5),
                 ("max", "float64"): local_points(2.0)}, ranges=3,
                reduce_out_of_place={("sum", "float32"): local_points(1.5)},
-               **info)
+               one_way=exchange_points(table=ONE_WAY), **info)
 
 
 def test_line_and_slope_recover_exact_costs():
@@ -74,9 +76,10 @@ def test_fit_recovers_every_range():
     bounds = [r[0] for r in cal.ranges]
     assert {4096, 1 << 18, 1 << 20} <= set(bounds)  # both splits' knees
     assert bounds[-1] is None
-    for upto, alpha, beta, copy in cal.ranges:
+    for (upto, alpha, beta, copy), one_way in zip(cal.ranges, cal.one_way):
         n = upto or SIZES[-1]
         assert (alpha, beta) == pytest.approx(piecewise(MESSAGES, n), rel=1e-6)
+        assert one_way == pytest.approx(piecewise(ONE_WAY, n), rel=1e-6)
         assert copy == pytest.approx(piecewise(LOCAL, n)[0], rel=1e-9)
     for table, scale in ((cal.gamma, 0.5), (cal.gamma_out_of_place, 1.5)):
         assert table[("sum", "float32")] == pytest.approx(
@@ -116,6 +119,33 @@ def test_network_prices_by_range():
     n = 1 << 16
     got = predict("allgather", "ring", 2, n // 4, 4, net)
     assert got == pytest.approx(2e-11 * n + 9e-6 + 7e-11 * n, rel=1e-6)
+
+
+def test_a_message_one_way_takes_the_one_way_costs():
+    """A 2-rank broadcast is one message one way, priced by the one-way
+    points' range (an exchange takes the exchange's:
+    test_network_prices_by_range). A file
+    without one-way points (as before they were measured) prices one way
+    as an exchange's direction."""
+    cal = calibration()
+    net = cal.network("sum", "float32")
+    data = good()
+    del data["one_way"], data["points"]["one_way"]
+    without = Calibration.from_json(data)
+    assert without.one_way == ()
+    for n in (64, 8192, 1 << 19, 1 << 22):
+        a, b = piecewise(ONE_WAY, n)
+        assert predict("bcast", "binomial", 2, n, 1, net) == \
+            pytest.approx(a + b * n, rel=1e-6)
+        a, b = piecewise(MESSAGES, n)
+        assert predict("bcast", "binomial", 2, n, 1,
+                       without.network("sum", "float32")) == \
+            pytest.approx(a + b * n, rel=1e-6)
+    # four ranks, binomial: the root's two rounds are one way
+    n = 1 << 16
+    a, b = piecewise(ONE_WAY, n)
+    assert predict("bcast", "binomial", 4, n, 1, net) == \
+        pytest.approx(2 * (a + b * n), rel=1e-6)
 
 
 def test_ranges_equal_to_the_base_change_nothing():
@@ -176,18 +206,21 @@ def test_without_out_of_place_points_every_reduction_costs_gamma():
         pytest.approx(a + b * n + 0.5 * piecewise(LOCAL, n)[0] * n, rel=1e-6)
 
 
-def test_validation_hits_count_the_model_and_three_choices_undone(tmp_path,
-                                                                   capsys):
+def test_validation_hits_count_the_model_and_four_choices_undone(tmp_path,
+                                                                  capsys):
     """bench/validation_hits.py refits the run's points and counts the rows
-    within ±30% as the model is, and with each of three choices undone.
+    within ±30% as the model is, and with each of four choices undone.
     Rows measured as predicted (the model plus the input's write, 0.1 of
     LOCAL per byte): the 2-rank recursive doubling of 512 KiB reduces out
     of place (γ 1.5 against 0.5 per byte of LOCAL's: 63 of its 113 µs),
     so it misses at the in-place γ; the reduce-scatter reduces in place,
     so it hits either way; the pipelined broadcast of 512 KiB is a train
-    of 4 segments, so with α on each (3 more of 9 µs on its 50) it
-    misses. The synthetic points are lines between their bends, so any
-    split fits them alike."""
+    of 4 segments one way, so with α on each (3 more of 9 µs on its 27)
+    it misses, and priced as an exchange (β twice the one way's: 46 µs)
+    too. The ring reduce-scatter, measured 1.2 times its prediction, hits
+    every time, and its schedules on 2 ranks are the pairwise one's: the
+    line ends with those two, measured 1.2x apart. The synthetic points
+    are lines between their bends, so any split fits them alike."""
     hits = load("validation_hits")
     path, rows_path = tmp_path / "cal.json", tmp_path / "rows.json"
     cal = calibration(extra={"write": local_points(0.1)})
@@ -195,23 +228,32 @@ def test_validation_hits_count_the_model_and_three_choices_undone(tmp_path,
     net, n = cal.network("sum", "float32"), 1 << 19
     write = writing(cal, str(path))
     rows = []
-    for c, a in (("allreduce", "recursive_doubling"),
-                 ("reduce_scatter_block", "pairwise"), ("bcast", "pipelined")):
+    for c, a, slower in (("allreduce", "recursive_doubling", 1.0),
+                         ("reduce_scatter_block", "pairwise", 1.0),
+                         ("bcast", "pipelined", 1.0),
+                         ("reduce_scatter_block", "ring", 1.2)):
         row = {"collective": c, "algorithm": a, "nranks": 2, "count": n // 4,
-               "dtype": "float32", "root": None}
-        row["measured_us"] = 1e6 * (predict(c, a, 2, n // 4, 4, net)
-                                    + write(rewritten(row) * 4))
+               "nbytes": n, "dtype": "float32", "root": None}
+        row["measured_us"] = 1e6 * slower * (predict(c, a, 2, n // 4, 4, net)
+                                             + write(rewritten(row) * 4))
         rows.append(row)
-    assert hits.hits(rows, str(path)) == 3
-    assert hits.hits(rows, str(path), trains=False) == 2
-    assert hits.hits(rows, str(path), ranges=4, min_points=3) == 3
-    assert hits.hits(rows, str(path), in_place=True) == 2
+    assert hits.hits(rows, str(path)) == 4
+    assert hits.hits(rows, str(path), trains=False) == 3
+    assert hits.hits(rows, str(path), ranges=4, min_points=3) == 4
+    assert hits.hits(rows, str(path), in_place=True) == 3
+    assert hits.hits(rows, str(path), one_way=False) == 3
+    ratio, twins = hits.twins(rows)
+    assert ratio == pytest.approx(1.2)
+    assert [r["algorithm"] for r in twins] == ["pairwise", "ring"]
+    assert hits.twins(rows[:3]) == (1.0, [])
     rows_path.write_text(json.dumps({"rows": rows}))
     assert hits.main([str(rows_path), str(path)]) == 0
     assert capsys.readouterr().out == (
-        "3 of 3 within ±30% (2 with α on every message of a train, 3 with "
-        "at most 4 ranges of 3 sizes or more, 2 with gamma in place for "
-        "every reduction)\n")
+        "4 of 4 within ±30% (3 with α on every message of a train, 4 with "
+        "at most 4 ranges of 3 sizes or more, 3 with gamma in place for "
+        "every reduction, 3 with one way priced as an exchange); identical "
+        "schedules measured up to 1.20x apart (reduce_scatter_block "
+        f"pairwise, ring at {n} B)\n")
 
 
 def test_refit_is_the_fit_of_the_points():

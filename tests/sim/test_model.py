@@ -388,6 +388,39 @@ def test_leader_based_algorithms_by_hand():
                         nodes=TWO_NODES, root=1), AX + 4 * BX + AI + 4 * BI)
 
 
+def test_messages_one_way_take_their_own_costs():
+    """A message whose sender receives nothing and whose receiver sends
+    nothing in their rounds costs the one-way α and β (inside a node the intra-node
+    one-way ones, else the intra-node exchange's where those are given);
+    an exchange's messages keep α and β, and None prices one way as an
+    exchange."""
+    one_way = Network(AX, BX, G, alpha_intra=AI, beta_intra=BI,
+                      alpha_one_way=AX / 2, beta_one_way=BX / 4,
+                      alpha_one_way_intra=AI / 2, beta_one_way_intra=BI / 4)
+    n = 8
+    # binomial broadcast, 4 ranks: two rounds one way
+    assert same(predict("bcast", "binomial", 4, n, 1, one_way),
+                2 * (AX / 2 + BX / 4 * n))
+    assert same(predict("bcast", "binomial", 4, n, 1, one_way,
+                        nodes=(0, 0, 0, 0)), 2 * (AI / 2 + BI / 4 * n))
+    assert same(predict("bcast", "binomial", 4, n, 1, LINKS,
+                        nodes=(0, 0, 0, 0)), 2 * (AI + BI * n))
+    # recursive doubling exchanges; every rank of a ring sends and
+    # receives in each round: neither is one way
+    for name in ("recursive_doubling", "ring"):
+        assert same(predict("allreduce", name, 4, n, 1, one_way),
+                    predict("allreduce", name, 4, n, 1, LINKS))
+    # intra-node one way not given: the intra-node exchange's costs
+    inside = Network(AX, BX, G, alpha_intra=AI, beta_intra=BI,
+                     alpha_one_way=AX / 2, beta_one_way=BX / 4)
+    assert same(predict("bcast", "binomial", 2, n, 1, inside, nodes=(0, 0)),
+                AI + BI * n)
+    # no intra-node costs at all: one way between nodes, inside too
+    flat = Network(AX, BX, G, alpha_one_way=AX / 2, beta_one_way=BX / 4)
+    assert same(predict("bcast", "binomial", 2, n, 1, flat, nodes=(0, 0)),
+                AX / 2 + BX / 4 * n)
+
+
 def test_flat_ring_on_two_nodes_waits_for_the_slow_link():
     """Each round has intra-node and inter-node messages; the inter-node
     ones set the pace. Without a node map every link is the inter-node one."""
