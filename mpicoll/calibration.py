@@ -41,10 +41,10 @@ seconds per byte):
 
 Fitting: per range, α and β are the least-squares ``alpha + beta·n`` line
 through the exchange points (the one-way ones through the one-way
-points, on the exchange's ranges), both γ and copy the slope through the origin
-(``per_byte·n``) of the reduce and copy points, all by relative error (so
-a range's per-byte cost absorbs the fixed Python cost of the call at its
-smallest sizes). The ranges' bounds are the split of the sizes into at
+points, on the exchange's ranges), both γ and copy the slope through the
+origin (``per_byte·n``) of the reduce and copy points, all by relative
+error (so a range's per-byte cost absorbs the fixed Python cost of the
+call at its smallest sizes). The ranges' bounds are the split of the sizes into at
 most ``k`` ranges of at least :data:`MIN_POINTS` points that minimizes
 those fits' squared relative error (:func:`split`).
 """
@@ -356,7 +356,8 @@ def fit(exchange, copy, reduce: dict, ranges: int = RANGES, extra=None,
     """A :class:`Calibration` from raw points: ``exchange``, ``copy`` and
     (if measured) ``one_way`` ``(bytes, seconds)`` pairs, ``reduce`` (in
     place) and ``reduce_out_of_place`` ``{(op, dtype): pairs}``, all on
-    one grid of sizes; ``extra``: more series kept with the points, not fitted (by
+    one grid of sizes; ``extra``: more series kept with the points, not
+    fitted (by
     name); ``info``: machine, mpi, date, command. Messages and local steps
     change shape at different sizes (protocol switches, cache sizes), so
     each gets its own split into at most ``ranges`` ranges of at least

@@ -438,15 +438,15 @@ class _Graph:
                               + net.by_size("copy", cop) * cop)
             nbytes = itemsize * self.length
 
-            def link(cost: str) -> np.ndarray:  # per message, its link's
+            def link(kind: str) -> np.ndarray:  # alpha or beta per message
                 def of(name: str):
                     return net.by_size(name, nbytes) * np.ones_like(nbytes)
 
                 return np.where(
                     self.intra,
-                    np.where(self.one_way, of(f"{cost}_one_way_intra"),
-                             of(f"{cost}_intra")),
-                    np.where(self.one_way, of(f"{cost}_one_way"), of(cost)))
+                    np.where(self.one_way, of(f"{kind}_one_way_intra"),
+                             of(f"{kind}_intra")),
+                    np.where(self.one_way, of(f"{kind}_one_way"), of(kind)))
 
             alpha = link("alpha")
             cost[self.nn:] = alpha + link("beta") * nbytes

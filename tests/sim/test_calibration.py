@@ -296,6 +296,10 @@ BAD = [
     (lambda d: d.update(gamma_out_of_place={}),
      '"gamma_out_of_place" must map'),
     (lambda d: d.update(machine="vm"), '"machine" must be a JSON dict'),
+    (lambda d: d["one_way"].pop(), '"one_way" must be a list of'),
+    (lambda d: d["one_way"][0].pop("beta"), '"one_way" must be a list of'),
+    (lambda d: d["one_way"][1].update(alpha=-1),
+     r"one_way\[1\]\.alpha must be a finite number"),
 ]
 
 
