@@ -108,11 +108,11 @@ class VectorCalls:
     def _simple(self, spec, collective):
         """``(flat view, restage)`` of a send buffer: a derived datatype
         packed, and ``restage`` packing it again (else None)."""
-        m = message(spec, readonly=True, where=self._where(collective))
-        if not m.derived:
-            return m.array, None
-        scratch = pack(m)
-        return scratch, partial(repack, m, scratch)
+        where = self._where(collective)
+        m = message(spec, readonly=True, where=where)
+        send, _, _, restage, _ = self._staged(where, m, None,
+                                              reducing=False)
+        return send, restage
 
     def Gatherv(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
         self._call_gatherv(sendbuf, recvbuf, root, algorithm, False)

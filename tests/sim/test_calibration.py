@@ -390,6 +390,14 @@ def test_intra_and_inter_calibrations_combine(tmp_path):
         across = predict("allreduce", "recursive_doubling", 2, n // 4, 4, net,
                          nodes=(0, 1))
         assert across == pytest.approx(a + b * n + g, rel=1e-4)
+        # one way: across, the inter file's one-way costs; inside, the
+        # intra file's exchange (it has no one-way points)
+        a, b = piecewise(ONE_WAY, n)
+        assert predict("bcast", "binomial", 2, n, 1, net, nodes=(0, 1)) \
+            == pytest.approx(a + b * n, rel=1e-4)
+        a, b = piecewise(INSIDE, n)
+        assert predict("bcast", "binomial", 2, n, 1, net, nodes=(0, 0)) \
+            == pytest.approx(a + b * n, rel=1e-4)
     with pytest.raises(ValueError, match="ranges_intra"):
         Network(1, 1, ranges_intra=(SizeRange(10, 1, 1, 0, 0),))
 
