@@ -1,5 +1,5 @@
 """How many validated times the model predicts within ±30%, as it is and
-with each of four of its choices undone, on one run's own points:
+with each of five of its choices undone, on one run's own points:
 
     python bench/validation_hits.py ROWS.json CALIBRATION.json
 
@@ -10,10 +10,11 @@ and every row predicted again, so a run recorded before a change of the
 model or the fit is counted as the code now stands. Prints one line:
 ``119 of 120 within ±30% (118 with α on every message of a train, 117
 with at most 4 ranges of 3 sizes or more, 115 with gamma in place for
-every reduction, 116 with one way priced as an exchange)``: the model's
-trains, its out-of-place γ and its one-way messages
-(:mod:`mpicoll.model`; a run recorded before the calibration measured
-one way counts the same without them), and the fit's ranges as they
+every reduction, 116 with one way priced as an exchange, 117 without
+the per-call cost)``: the model's trains, its out-of-place γ, its
+one-way messages and its per-call cost (:mod:`mpicoll.model`; a run
+recorded before the calibration measured one way or the call counts the
+same without them), and the fit's ranges as they
 were before :data:`~mpicoll.calibration.RANGES` and
 :data:`~mpicoll.calibration.MIN_POINTS` became 5 and 2, each undone
 alone. Then how far apart the run measured identical work: the largest
@@ -24,7 +25,9 @@ Rabenseifner, hierarchical and torus allreduces, for one), e.g.
 rabenseifner, hierarchical, torus at 16777216 B)``: no model of the
 schedules can put those apart: one prediction meets times from ``m``
 to ``r·m`` within ±30% only between ``0.7·r·m`` and ``1.3·m``, a window
-that closes at ``r`` = 1.86. Used by bench/calibrate.sh and
+that closes at ``r`` = 1.86. Last, the median ratio of predicted to
+measured over the algorithms at each size (``median ratio by size: 64K
+0.98, 256K 1.10, ...``). Used by bench/calibrate.sh and
 bench/calibrate_repeats.sh.
 """
 
@@ -39,7 +42,7 @@ import numpy as np
 from mpicoll.calibration import load_calibration, refit
 from mpicoll.coll import lookup
 from mpicoll.model import predict
-from mpicoll.validation import TOLERANCE, rewritten, writing
+from mpicoll.validation import TOLERANCE, rewritten, size_label, writing
 
 # what each count undoes: hits()'s arguments
 VARIANTS = {
@@ -48,26 +51,35 @@ VARIANTS = {
                                                  "min_points": 3},
     "with gamma in place for every reduction": {"in_place": True},
     "with one way priced as an exchange": {"one_way": False},
+    "without the per-call cost": {"call": False},
 }
 
 
-def hits(rows: list[dict], path: str, trains: bool = True,
-         in_place: bool = False, one_way: bool = True, **fitting) -> int:
-    """Rows predicted within the tolerance by the calibration at ``path``,
-    fitted again (``fitting``: :func:`~mpicoll.calibration.refit`'s
-    arguments), on the model with ``trains``
-    (:class:`~mpicoll.model.Network`), with ``in_place`` every
-    reduction at the in-place γ, without ``one_way`` every message at an
-    exchange's costs. A row's prediction is the model's plus
-    the write of its input, as :func:`mpicoll.validation.compare` makes
-    it."""
+def hits(rows: list[dict], path: str, **variant) -> int:
+    """Rows predicted within the tolerance (:func:`ratios`' arguments)."""
+    return sum(abs(r - 1) <= TOLERANCE for r in ratios(rows, path, **variant))
+
+
+def ratios(rows: list[dict], path: str, trains: bool = True,
+           in_place: bool = False, one_way: bool = True, call: bool = True,
+           **fitting) -> list[float]:
+    """Each row's prediction over its measured time, predicted by the
+    calibration at ``path`` fitted again (``fitting``:
+    :func:`~mpicoll.calibration.refit`'s arguments), on the model with
+    ``trains`` (:class:`~mpicoll.model.Network`), with ``in_place``
+    every reduction at the in-place γ, without ``one_way`` every message
+    at an exchange's costs, without ``call`` no per-call cost. A row's
+    prediction is the model's plus the write of its input, as
+    :func:`mpicoll.validation.compare` makes it."""
     cal = refit(load_calibration(path), **fitting)
     if in_place:
         cal = replace(cal, gamma_out_of_place={})
     if not one_way:
         cal = replace(cal, one_way=())
+    if not call:
+        cal = replace(cal, call=0.0)
     write = writing(cal, path)
-    within = 0
+    out = []
     for r in rows:
         itemsize = np.dtype(r["dtype"]).itemsize
         net = replace(cal.network(r.get("op") or "sum", r["dtype"]),
@@ -75,8 +87,18 @@ def hits(rows: list[dict], path: str, trains: bool = True,
         predicted = predict(r["collective"], r["algorithm"], r["nranks"],
                             r["count"], itemsize, net) \
             + write(rewritten({"root": 0, **r}) * itemsize)
-        within += abs(predicted * 1e6 / r["measured_us"] - 1) <= TOLERANCE
-    return within
+        out.append(predicted * 1e6 / r["measured_us"])
+    return out
+
+
+def by_size(rows: list[dict], path: str) -> str:
+    """The median ratio (:func:`ratios`) over the algorithms at each size:
+    ``64K 0.73, 256K 0.73, ...``; a run's shortfall at small sizes (a
+    fixed cost the model misses) shows at the first."""
+    at: dict = {}
+    for r, ratio in zip(rows, ratios(rows, path)):
+        at.setdefault(r["nbytes"], []).append(ratio)
+    return ", ".join(f"{size_label(n)} {np.median(at[n]):.2f}" for n in sorted(at))
 
 
 def twins(rows: list[dict]) -> tuple[float, list[dict]]:
@@ -112,7 +134,8 @@ def main(argv: list[str]) -> int:
             f"{group[0]['nbytes']} B" if group else "none")
     print(f"{hits(rows, cal_path)} of {len(rows)} within ±{TOLERANCE:.0%} "
           f"({undone}); identical schedules measured up to {ratio:.2f}x "
-          f"apart ({same})")
+          f"apart ({same}); median ratio by size: "
+          f"{by_size(rows, cal_path)}")
     return 0
 
 

@@ -42,15 +42,19 @@ the 5th percentile, of all ranks' calls):
   which on a memory-bound machine costs more per byte;
 - *copy*: ``recv[:] = send`` on ``n`` bytes (a bound ``Copy``);
 - *write*: ``fill`` on ``n`` bytes, what the benchmark's ``--rewrite``
-  adds to each call (``points["write"]``, for the validation only).
+  adds to each call (``points["write"]``, for the validation only);
+- *call*: one message of :data:`CALL_BYTES` made by a collective call,
+  ``mpicoll.Comm.Bcast(algorithm="linear")`` on the pair (``call``),
+  and by the executor running that call's one round (``call_plan``):
+  the difference is what mpicoll's call costs apart from its rounds
+  (the arguments, the replayed plan, the tag), which the model adds
+  once per call (:attr:`mpicoll.model.Network.call`).
 
 The sizes go by factors of 2 from 8 B to 64 MiB by default: beyond the
 last-level cache, where large collectives run (their buffers on all
 ranks of a node together are several times their size).
 
-Not included: the per-call cost of the engine (parsing, replay, tag, about
-a microsecond: ``bench/call_overhead.py``), which the model has no term
-for. :mod:`mpicoll.calibration` fits the points and writes the file.
+:mod:`mpicoll.calibration` fits the points and writes the file.
 
 ``--validate FILE`` benchmarks every hand-built algorithm of the validated
 collectives and sets each time beside FILE's prediction
@@ -86,6 +90,7 @@ from mpicoll.schedule.executor import compile_plan, run
 from mpicoll.schedule.plan import bind
 
 TAG = 1
+CALL_BYTES = 8  # the message of the per-call point: latency, next to no bytes
 
 
 def _parser(rank: int):
@@ -205,14 +210,15 @@ def exchange(n: int, peer: int, fresh: bool):
                              "tmp": np.ones(n, np.uint8)})
 
 
-def one_way(n: int, peer: int, sender: bool):
-    """The steps of one round in which the ``sender`` sends ``n`` new
-    bytes to ``peer`` (copied into its send buffer first, as in
-    :func:`exchange`) and the other rank receives them, doing nothing
-    else."""
+def one_way(n: int, peer: int, sender: bool, fresh: bool = True):
+    """The steps of one round in which the ``sender`` sends ``n`` bytes
+    to ``peer`` (if ``fresh``, new ones: copied into its send buffer
+    first, as in :func:`exchange`) and the other rank receives them,
+    doing nothing else."""
     def build(b):
         if sender:
-            b.copy(Span("tmp", 0, n), Span("send", 0, n))
+            if fresh:
+                b.copy(Span("tmp", 0, n), Span("send", 0, n))
             b.exchange(sends=[(peer, Span("send", 0, n))])
         else:
             b.exchange(recvs=[(peer, Span("recv", 0, n))])
@@ -258,6 +264,7 @@ class Measured(NamedTuple):
     reduce: dict  # {(op, dtype): points}, in place
     reduce_out_of_place: dict  # {(op, dtype): points}
     extra: dict  # for the record: exchange_clean, write
+    call: tuple  # (through mpicoll's call, by the executor): CALL_BYTES
     beside: dict  # this rank's per-call times of ``beside``'s calls
     iters: int  # calls timed per name in the interleaved rounds
 
@@ -267,8 +274,10 @@ def measure(world, args, beside: dict | None = None) -> Measured:
     and one way (copy then exchange or send, less the copy), copy,
     reduce in place and out of place per op and dtype, and for the
     record the exchange of an unchanged buffer and filling a buffer as
-    the benchmark's --rewrite does. The messages, copy and write are
-    timed interleaved in half the time budget; with ``beside`` (more
+    the benchmark's --rewrite does; and one message of
+    :data:`CALL_BYTES` made by ``mpicoll.Comm.Bcast`` on the pair and by
+    the executor alone. The messages, copy and write are timed
+    interleaved in half the time budget; with ``beside`` (more
     calls, ``{name: call}``: ``--check``'s collectives) they are
     interleaved with those and with the reductions those use (sum on
     ``args.dtype``, both kinds), in three quarters of it. The other
@@ -296,6 +305,12 @@ def measure(world, args, beside: dict | None = None) -> Measured:
              for n in sizes}
     calls.update({(key, n): schedule(reduction(n, *key[0], key[1]))
                   for key in together for n in sizes})
+    pair = mpicoll.Comm(world.Split(rank // 2, rank))  # r and r xor 1
+    tiny = np.ones(CALL_BYTES, np.uint8)
+    calls[("call", CALL_BYTES)] = partial(pair.Bcast, tiny, root=0,
+                                          algorithm="linear")
+    calls[("call_plan", CALL_BYTES)] = schedule(
+        one_way(CALL_BYTES, peer, rank < peer, fresh=False))
     calls.update(beside or {})
     times, iters = timed(world, calls, args,
                          args.time_budget * (3 / 4 if beside else 1 / 2))
@@ -307,6 +322,8 @@ def measure(world, args, beside: dict | None = None) -> Measured:
         return [(n, seconds(times[(key, n)])) for n in sizes]
 
     series = {kind: points(kind) for kind in makers}
+    call = tuple([(CALL_BYTES, seconds(times[(kind, CALL_BYTES)]))]
+                 for kind in ("call", "call_plan"))
     reduced = {key: points(key) for key in together}
     rest = [key for key in reductions if key not in reduced]
     for key in rest:
@@ -316,13 +333,14 @@ def measure(world, args, beside: dict | None = None) -> Measured:
                          / len(rest))
         reduced[key] = [(n, seconds(alone[n])) for n in sizes]
     comm.Free()
+    pair.Free()
     fresh, sent = ([(n, max(t - c, 0.0)) for (n, t), (_, c)
                     in zip(series.pop(kind), series["copy"])]
                    for kind in ("both", "one_way"))
     in_place, apart = ({pair: pts for (pair, out), pts in reduced.items()
                         if out == kind} for kind in (False, True))
     return Measured(fresh, sent, series.pop("copy"), in_place, apart, series,
-                    {key: times[key] for key in beside or ()}, iters)
+                    call, {key: times[key] for key in beside or ()}, iters)
 
 
 def machine() -> dict:
@@ -362,7 +380,7 @@ def calibrate(world, args, argv, beside: dict | None = None
     got = measure(world, args, beside)
     return calibration.fit(got.exchange, got.copy, got.reduce, args.ranges,
                            got.extra, got.reduce_out_of_place,
-                           one_way=got.one_way, **info), got
+                           one_way=got.one_way, call=got.call, **info), got
 
 
 def describe(cal: calibration.Calibration) -> str:
@@ -383,6 +401,7 @@ def describe(cal: calibration.Calibration) -> str:
         lines.append(f"  {span:>22} {alpha * 1e6:9.2f} {gbps(beta)}"
                      f" {gbps(copy)}{one_way}")
         lo = upto
+    lines.append(f"# per call, apart from its rounds: {cal.call * 1e6:.2f} us")
     for title, table in (("in place", cal.gamma),
                          ("out of place", cal.gamma_out_of_place)):
         if table:

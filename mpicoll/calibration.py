@@ -23,6 +23,10 @@ seconds per byte):
     ``[{"alpha", "beta"} per range]``: a message that goes one way in its
     round (a broadcast's, a gather's), where ``alpha``/``beta`` above are
     a direction of an exchange; absent, one way costs as much.
+``call`` (optional)
+    Seconds per collective call apart from its rounds (mpicoll's Python:
+    the arguments, the replayed plan, the tag), added once to every
+    prediction; absent, 0.
 ``gamma``
     ``{op: {dtype: [per range]}}``: seconds per byte of reduction output
     (``"sum"``, ``"prod"``, ``"max"``, ``"min"`` by NumPy dtype name), for
@@ -36,15 +40,17 @@ seconds per byte):
     library, mpi4py version, ranks, thread level.
 ``points``
     The raw measurements the fit used: ``exchange``, ``one_way``,
-    ``copy`` (``[bytes, seconds]`` pairs), ``reduce`` and
-    ``reduce_out_of_place`` (``{op: {dtype: pairs}}``).
+    ``copy``, ``call`` and ``call_plan`` (``[bytes, seconds]`` pairs),
+    ``reduce`` and ``reduce_out_of_place`` (``{op: {dtype: pairs}}``).
 
 Fitting: per range, α and β are the least-squares ``alpha + beta·n`` line
 through the exchange points (the one-way ones through the one-way
 points, on the exchange's ranges), both γ and copy the slope through the
 origin (``per_byte·n``) of the reduce and copy points, all by relative
 error (so a range's per-byte cost absorbs the fixed Python cost of the
-call at its smallest sizes). The ranges' bounds are the split of the sizes into at
+call at its smallest sizes). ``call`` is the ``call`` point less the
+``call_plan`` one (the same message through mpicoll's call and through
+the executor alone), at least 0. The ranges' bounds are the split of the sizes into at
 most ``k`` ranges of at least :data:`MIN_POINTS` points that minimizes
 those fits' squared relative error (:func:`split`).
 """
@@ -79,13 +85,15 @@ class Calibration:
     per range (reductions in place), the same for reductions out of place
     (``gamma_out_of_place``; empty where they were not measured), the
     ``(alpha, beta)`` of a message one way per range (``one_way``; empty
-    where not measured), and where it was measured."""
+    where not measured), the seconds a call costs apart from its rounds
+    (``call``; 0 where not measured), and where it was measured."""
 
     ranges: tuple[tuple[int | None, float, float, float], ...]
     gamma: dict[tuple[str, str], tuple[float, ...]]
     gamma_out_of_place: dict[tuple[str, str], tuple[float, ...]] = field(
         default_factory=dict)
     one_way: tuple[tuple[float, float], ...] = ()
+    call: float = 0.0
     machine: dict = field(default_factory=dict)
     mpi: dict = field(default_factory=dict)
     date: str = ""
@@ -133,8 +141,8 @@ class Calibration:
         of ranks on two nodes), messages inside a node take ``intra``'s
         α and β by size range (``alpha_intra``, ``beta_intra``,
         ``ranges_intra``; one way ``alpha_one_way_intra``,
-        ``beta_one_way_intra``) and the rest this one's; γ and copy stay
-        this calibration's."""
+        ``beta_one_way_intra``) and the rest this one's; γ, copy and the
+        per-call cost stay this calibration's."""
         gamma = self.gamma_for(op, dtype)
         apart = self.gamma_for(op, dtype, out_of_place=True)
         pieces = [SizeRange(upto, a, b, g, c, o, *w)
@@ -155,7 +163,8 @@ class Calibration:
                        ranges=tuple(pieces),
                        gamma_out_of_place=last.gamma_out_of_place,
                        alpha_one_way=last.alpha_one_way,
-                       beta_one_way=last.beta_one_way, **inside)
+                       beta_one_way=last.beta_one_way, call=self.call,
+                       **inside)
 
     def _one_way(self) -> tuple:
         """``(alpha, beta)`` one way per range; ``(None, None)`` each where
@@ -180,6 +189,8 @@ class Calibration:
         if self.one_way:
             data["one_way"] = [dict(zip(ONE_WAY_FIELDS, w))
                                for w in self.one_way]
+        if self.call:
+            data["call"] = self.call
         return {**data, "points": self.points}
 
     def save(self, path: str) -> None:
@@ -233,11 +244,12 @@ class Calibration:
         one_way = tuple(tuple(_cost(w[k], f"one_way[{i}].{k}", bad)
                               for k in ONE_WAY_FIELDS)
                         for i, w in enumerate(one_way))
+        call = _cost(data.get("call", 0.0), "\"call\"", bad)
         info = {k: data.get(k, kind()) for k, kind in INFO}
         for k, kind in INFO:
             if not isinstance(info[k], kind):
                 raise bad(f"\"{k}\" must be a JSON {kind.__name__}")
-        return cls(tuple(rows), gamma, apart, one_way, **info)
+        return cls(tuple(rows), gamma, apart, one_way, call, **info)
 
 
 def _gamma_table(table, name: str, ranges: int, bad) -> dict:
@@ -352,11 +364,15 @@ def _in_range(points, lo: float, hi: float | None) -> list:
 
 def fit(exchange, copy, reduce: dict, ranges: int = RANGES, extra=None,
         reduce_out_of_place: dict | None = None,
-        min_points: int = MIN_POINTS, one_way=None, **info) -> Calibration:
+        min_points: int = MIN_POINTS, one_way=None, call=None,
+        **info) -> Calibration:
     """A :class:`Calibration` from raw points: ``exchange``, ``copy`` and
     (if measured) ``one_way`` ``(bytes, seconds)`` pairs, ``reduce`` (in
     place) and ``reduce_out_of_place`` ``{(op, dtype): pairs}``, all on
-    one grid of sizes; ``extra``: more series kept with the points, not
+    one grid of sizes; ``call``: if measured, ``(through_mpicoll,
+    by_executor)``, the pairs of one message made by a collective call
+    and by the executor alone (the per-call cost is their difference at
+    the first size, at least 0); ``extra``: more series kept with the points, not
     fitted (by
     name); ``info``: machine, mpi, date, command. Messages and local steps
     change shape at different sizes (protocol switches, cache sizes), so
@@ -382,9 +398,12 @@ def fit(exchange, copy, reduce: dict, ranges: int = RANGES, extra=None,
         for name, table in tables.items():
             for key, pts in table.items():
                 gamma[name][key].append(fit_slope(_around(pts, local, hi)))
+    calls = dict(zip(("call", "call_plan"), call or ()))
+    per_call = max(calls["call"][0][1] - calls["call_plan"][0][1], 0.0) \
+        if calls else 0.0
     raw = {name: [list(p) for p in pts] for name, pts in
            {"exchange": exchange, **({"one_way": one_way} if one_way else {}),
-            "copy": copy, **(extra or {})}.items()}
+            "copy": copy, **calls, **(extra or {})}.items()}
     for name, table in tables.items():
         if table:
             raw[name] = {}
@@ -393,7 +412,7 @@ def fit(exchange, copy, reduce: dict, ranges: int = RANGES, extra=None,
     in_place, apart = ({k: tuple(v) for k, v in gamma[name].items()}
                        for name in tables)
     return Calibration(tuple(rows), in_place, apart, tuple(one_way_rows),
-                       points=raw, **info)
+                       per_call, points=raw, **info)
 
 
 def refit(cal: Calibration, ranges: int = RANGES,
@@ -416,11 +435,14 @@ def refit(cal: Calibration, ranges: int = RANGES,
     if "exchange" not in pts or "copy" not in pts or not table("reduce"):
         raise CalibrationError("the calibration has no raw points to refit "
                                "(\"exchange\", \"copy\", \"reduce\")")
-    fitted = {"exchange", "one_way", "copy", "reduce", "reduce_out_of_place"}
+    fitted = {"exchange", "one_way", "copy", "reduce", "reduce_out_of_place",
+              "call", "call_plan"}
+    call = (pairs(pts["call"]), pairs(pts["call_plan"])) \
+        if pts.get("call") and pts.get("call_plan") else None
     return fit(pairs(pts["exchange"]), pairs(pts["copy"]), table("reduce"),
                ranges, {k: v for k, v in pts.items() if k not in fitted},
                table("reduce_out_of_place"), min_points,
-               pairs(pts.get("one_way", [])), machine=cal.machine,
+               pairs(pts.get("one_way", [])), call, machine=cal.machine,
                mpi=cal.mpi, date=cal.date, command=cal.command)
 
 

@@ -38,7 +38,11 @@ Rabenseifner & Gropp (2005) and MPICH's cost comments:
   output; ``gamma_out_of_place`` where its output is a third buffer,
   apart from both operands) and ``copy`` per byte copied (free by
   default, as in the published forms), which gives ``P(r, k+1)``;
-- the prediction is the critical path: the latest rank's finish.
+- the prediction is the critical path, the latest rank's finish, plus
+  ``call``: what one call costs each rank before its first round and
+  after its last (mpicoll's Python: the arguments, the replayed plan, the
+  tag; 0 by default, as in the published forms; a calibration measures
+  it, about 2 µs here).
 
 Not modelled: contention between pairs (links are per rank), the cost of
 posting a round (Python's microseconds; a calibrated α includes it:
@@ -128,7 +132,11 @@ class Network:
 
     ``trains``: a message that follows one of the same pair in both their
     rounds pays no α (True; the module docstring), or α like any other
-    (False: Hockney's model as the published forms apply it)."""
+    (False: Hockney's model as the published forms apply it).
+
+    ``call``: seconds added once to every prediction, the per-call cost
+    of the software that makes the call (mpicoll's engine), apart from
+    the rounds."""
 
     alpha: float
     beta: float
@@ -144,6 +152,7 @@ class Network:
     alpha_one_way_intra: float | None = None
     beta_one_way_intra: float | None = None
     trains: bool = True
+    call: float = 0.0
 
     def __post_init__(self) -> None:
         tables = ("ranges", "ranges_intra")
@@ -289,7 +298,8 @@ def predict(collective: str, algorithm: str, size: int, count, itemsize: int,
             network: Network, *, root: int = 0, commutative: bool = True,
             nodes=None, exhaustive: bool | None = None, **params) -> float:
     """Seconds ``algorithm`` takes on ``network``: the critical path over
-    all ranks of their schedules, under the model of the module docstring.
+    all ranks of their schedules, under the model of the module docstring,
+    plus the network's per-call cost (``Network.call``).
 
     Arguments as for :func:`profile`; ``nodes`` also decides which messages
     take the network's intra-node link. ``exhaustive``: True walks every
@@ -303,7 +313,7 @@ def predict(collective: str, algorithm: str, size: int, count, itemsize: int,
     graph = _graph(collective, algorithm, size, _hashable(collective, count),
                    root, commutative, nodes, exhaustive,
                    tuple(sorted(params.items())))
-    return graph.evaluate(network, itemsize)
+    return graph.evaluate(network, itemsize) + network.call
 
 
 def _symmetry(rounds, size: int) -> str | None:

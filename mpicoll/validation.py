@@ -153,7 +153,7 @@ def validation_table(rows: list[dict], title: str) -> str:
     return "\n".join(lines)
 
 
-def _size(nbytes: int) -> str:
+def size_label(nbytes: int) -> str:
     """``64K``, ``16M``, or bytes."""
     for unit, scale in (("M", 1 << 20), ("K", 1 << 10)):
         if nbytes >= scale and nbytes % scale == 0:
@@ -170,7 +170,7 @@ def ratio_matrix(rows: list[dict]) -> str:
              for r in rows}
     lines = ["# ratio predicted / measured by size; * outside ±30%",
              f"{'collective':>20} {'algorithm':>26} "
-             + " ".join(f"{_size(n):>6}" for n in sizes)]
+             + " ".join(f"{size_label(n):>6}" for n in sizes)]
     for c, a in dict.fromkeys((r["collective"], r["algorithm"])
                               for r in rows):
         lines.append(f"{c:>20} {a:>26} " + " ".join(

@@ -45,6 +45,10 @@ def test_calibration_file_is_complete(calibrated):
         assert [n for n, _ in cal.points[series]["max"]["int64"]] == sizes
     assert all(t > 0 for _, t in cal.points["exchange"])
     assert len(cal.one_way) == len(cal.ranges)  # fitted, one per range
+    for series in ("call", "call_plan"):  # one message of 8 B each
+        assert [n for n, _ in cal.points[series]] == [8]
+    call, plan = (cal.points[k][0][1] for k in ("call", "call_plan"))
+    assert cal.call == pytest.approx(max(call - plan, 0.0))
     size = MPI.COMM_WORLD.Get_size()
     assert cal.mpi["ranks"] == size
     assert cal.mpi["library"] and cal.mpi["mpi4py"]

@@ -25,6 +25,8 @@ MESSAGES = [(4096, 3e-6, 1e-10), (1 << 20, 9e-6, 7e-11), (None, 2e-5, 1.2e-10)]
 # (upto, alpha, beta) of a message one way: half an exchange's β
 ONE_WAY = [(upto, a, b / 2) for upto, a, b in MESSAGES]
 LOCAL = [(1 << 18, 2e-11), (None, 8e-11)]
+# one message of 8 B through mpicoll's call and by the executor alone
+CALL = ([(8, 5.5e-6)], [(8, 3.5e-6)])
 
 
 def piecewise(table, n):
@@ -148,6 +150,33 @@ def test_a_message_one_way_takes_the_one_way_costs():
         pytest.approx(2 * (a + b * n), rel=1e-6)
 
 
+def test_the_per_call_cost_is_added_once_to_every_prediction():
+    """The file's ``call`` (the call point less the executor's, at least
+    0) reaches the model's Network, which adds it once to every
+    prediction; a file without it (as before it was measured) adds
+    nothing."""
+    cal = calibration(call=CALL)
+    assert cal.call == pytest.approx(2e-6)
+    net = cal.network("sum", "float32")
+    assert net.call == cal.call
+    data = json.loads(json.dumps(cal.to_json()))
+    assert Calibration.from_json(data) == cal
+    assert refit(cal, ranges=3) == cal  # from the call points
+    del data["call"], data["points"]["call"], data["points"]["call_plan"]
+    without = Calibration.from_json(data)
+    assert without.call == 0.0 and good() == without.to_json()
+    for c, a in (("bcast", "binomial"), ("allreduce", "ring"),
+                 ("alltoall", "bruck")):
+        for count in (64, 1 << 18):
+            assert predict(c, a, 4, count, 4, net) == pytest.approx(
+                predict(c, a, 4, count, 4,
+                        without.network("sum", "float32")) + 2e-6, rel=1e-9)
+    faster = fit(exchange_points(), local_points(),
+                 {("sum", "float32"): local_points()},
+                 call=(CALL[1], CALL[0]))  # the call faster than its round
+    assert faster.call == 0.0
+
+
 def test_ranges_equal_to_the_base_change_nothing():
     plain = Network(3e-6, 1e-9, 4e-10, 1e-10)
     ranged = Network(3e-6, 1e-9, 4e-10, 1e-10,
@@ -206,10 +235,10 @@ def test_without_out_of_place_points_every_reduction_costs_gamma():
         pytest.approx(a + b * n + 0.5 * piecewise(LOCAL, n)[0] * n, rel=1e-6)
 
 
-def test_validation_hits_count_the_model_and_four_choices_undone(tmp_path,
+def test_validation_hits_count_the_model_and_five_choices_undone(tmp_path,
                                                                   capsys):
     """bench/validation_hits.py refits the run's points and counts the rows
-    within ±30% as the model is, and with each of four choices undone.
+    within ±30% as the model is, and with each of five choices undone.
     Rows measured as predicted (the model plus the input's write, 0.1 of
     LOCAL per byte): the 2-rank recursive doubling of 512 KiB reduces out
     of place (γ 1.5 against 0.5 per byte of LOCAL's: 63 of its 113 µs),
@@ -217,10 +246,12 @@ def test_validation_hits_count_the_model_and_four_choices_undone(tmp_path,
     so it hits either way; the pipelined broadcast of 512 KiB is a train
     of 4 segments one way, so with α on each (3 more of 9 µs on its 27)
     it misses, and priced as an exchange (β twice the one way's: 46 µs)
-    too. The ring reduce-scatter, measured 1.2 times its prediction, hits
-    every time, and its schedules on 2 ranks are the pairwise one's: the
-    line ends with those two, measured 1.2x apart. The synthetic points
-    are lines between their bends, so any split fits them alike."""
+    too. Without the per-call cost (none here) all still hit. The ring
+    reduce-scatter, measured 1.2 times its prediction, hits every time,
+    and its schedules on 2 ranks are the pairwise one's: the line names
+    those two, measured 1.2x apart, and ends with the median ratio at the
+    one size. The synthetic points are lines between their bends, so any
+    split fits them alike."""
     hits = load("validation_hits")
     path, rows_path = tmp_path / "cal.json", tmp_path / "rows.json"
     cal = calibration(extra={"write": local_points(0.1)})
@@ -242,6 +273,7 @@ def test_validation_hits_count_the_model_and_four_choices_undone(tmp_path,
     assert hits.hits(rows, str(path), ranges=4, min_points=3) == 4
     assert hits.hits(rows, str(path), in_place=True) == 3
     assert hits.hits(rows, str(path), one_way=False) == 3
+    assert hits.hits(rows, str(path), call=False) == 4
     ratio, twins = hits.twins(rows)
     assert ratio == pytest.approx(1.2)
     assert [r["algorithm"] for r in twins] == ["pairwise", "ring"]
@@ -251,9 +283,10 @@ def test_validation_hits_count_the_model_and_four_choices_undone(tmp_path,
     assert capsys.readouterr().out == (
         "4 of 4 within ±30% (3 with α on every message of a train, 4 with "
         "at most 4 ranges of 3 sizes or more, 3 with gamma in place for "
-        "every reduction, 3 with one way priced as an exchange); identical "
+        "every reduction, 3 with one way priced as an exchange, 4 without the "
+        "per-call cost); identical "
         "schedules measured up to 1.20x apart (reduce_scatter_block "
-        f"pairwise, ring at {n} B)\n")
+        f"pairwise, ring at {n} B); median ratio by size: 512K 1.00\n")
 
 
 def test_refit_is_the_fit_of_the_points():
@@ -300,6 +333,8 @@ BAD = [
     (lambda d: d["one_way"][0].pop("beta"), '"one_way" must be a list of'),
     (lambda d: d["one_way"][1].update(alpha=-1),
      r"one_way\[1\]\.alpha must be a finite number"),
+    (lambda d: d.update(call=-1e-6), '"call" must be a finite number'),
+    (lambda d: d.update(call="2us"), '"call" must be a finite number'),
 ]
 
 
