@@ -59,7 +59,9 @@ PAIRS = {
                   "rabenseifner": "rab_rdb"},
     "bcast": {"binomial": "binomial_tree",
               "scatter_allgather": "scatter_LR_allgather"},
-    "allgather": {"ring": "ring", "recursive_doubling": "rdb",
+    # NTSLR passes blocks to rank + 1, as ours; SMPI's "ring" allgather
+    # sends to rank + i in step i, a different algorithm
+    "allgather": {"ring": "NTSLR", "recursive_doubling": "rdb",
                   "bruck": "bruck"},
     # basic_linear posts its p-1 receives, then its p-1 sends to r-1,
     # r-2, ...: on ``flat`` the mirror of ours; ring is our pairwise
