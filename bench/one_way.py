@@ -28,8 +28,9 @@ VM one way cost 0.78 to 1.05 of the exchange at every size, and 0.56 to
 (``docs/simulation/one-way-n2.txt``): the receiver's write, not one way
 against both ways, made that broadcast fast. Here the one-way rank 1
 copies too; the calibration's own one-way point (since 2026-11-29),
-whose receiver only receives, as a broadcast's does, cost 0.74 to 0.85
-of the exchange from 512 KiB in the run of ``docs/simulation/``.
+whose receiver only receives, as a broadcast's does, cost 0.70 to 0.92
+of the exchange from 512 KiB, and 1.08 at 16 MiB, in the run of
+``docs/simulation/`` (docs/simulation.md, "Calibrated here").
 """
 
 from __future__ import annotations

@@ -305,9 +305,9 @@ def measure(world, args, beside: dict | None = None) -> Measured:
              for n in sizes}
     calls.update({(key, n): schedule(reduction(n, *key[0], key[1]))
                   for key in together for n in sizes})
-    pair = mpicoll.Comm(world.Split(rank // 2, rank))  # r and r xor 1
+    pair_comm = mpicoll.Comm(world.Split(rank // 2, rank))  # r, r xor 1
     tiny = np.ones(CALL_BYTES, np.uint8)
-    calls[("call", CALL_BYTES)] = partial(pair.Bcast, tiny, root=0,
+    calls[("call", CALL_BYTES)] = partial(pair_comm.Bcast, tiny, root=0,
                                           algorithm="linear")
     calls[("call_plan", CALL_BYTES)] = schedule(
         one_way(CALL_BYTES, peer, rank < peer, fresh=False))
@@ -333,7 +333,7 @@ def measure(world, args, beside: dict | None = None) -> Measured:
                          / len(rest))
         reduced[key] = [(n, seconds(alone[n])) for n in sizes]
     comm.Free()
-    pair.Free()
+    pair_comm.Free()
     fresh, sent = ([(n, max(t - c, 0.0)) for (n, t), (_, c)
                     in zip(series.pop(kind), series["copy"])]
                    for kind in ("both", "one_way"))
