@@ -16,7 +16,7 @@ compiled as the MPI layer does (:mod:`mpicoll.schedule.plan`) and run by
 the blocking executor (:func:`mpicoll.schedule.executor.run`), timed by
 the benchmark's harness (:mod:`mpicoll.bench.harness`: warm-up, barrier,
 batches of back-to-back calls; the median, or with ``--statistic p5``
-the 5th percentile, of all ranks' calls):
+the 5th percentile, or ``avg`` the mean, of all ranks' calls):
 
 - *exchange*: ranks ``r`` and ``r xor 1`` swap ``n`` bytes (one
   ``Sendrecv``, as a round of one send and one receive runs), so α
@@ -62,7 +62,10 @@ collectives and sets each time beside FILE's prediction
 the validation's calls in the rounds that measure the points (8 B to 4x
 ``-e``), so that a change of the machine's speed during the run (a
 virtual machine's neighbours) hits the calibration and the measurements
-it predicts alike, then writes the file and prints the comparison.
+it predicts alike, then writes the file and prints the comparison;
+``--also p50,avg`` fits and compares again at each of those statistics,
+from the same calls, and prints a count of hits for each (which
+statistic an additive model of the rounds fits best on a machine).
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ from mpicoll.schedule.executor import compile_plan, run
 from mpicoll.schedule.plan import bind
 
 TAG = 1
+STATISTICS = ("p5", "p50", "avg")  # of the harness's summaries (avg: mean)
 CALL_BYTES = 8  # the message of the per-call point: latency, next to no bytes
 
 
@@ -134,11 +138,15 @@ def _parser(rank: int):
     a("--time-budget", type=float, metavar="SECONDS",
       help="about how long the timed calls take; default 60 "
            "(calibration), 150 (validation, --check)")
-    a("--statistic", choices=("p50", "p5"), default="p50",
+    a("--statistic", choices=STATISTICS, default="p50",
       help="of all ranks' per-call times, what a point is (and what the "
-           "validation compares): the median, or the 5th percentile (on "
-           "a machine others load, closer to what it does alone); "
-           "default p50")
+           "validation compares): the median, the 5th percentile (on "
+           "a machine others load, closer to what it does alone) or the "
+           "mean; default p50")
+    a("--also", default="", metavar="STATISTICS",
+      help="with --check: fit and compare again at each of these (comma "
+           f"list of {', '.join(STATISTICS)}) from the same calls; a "
+           "count of hits each, --statistic's first")
     a("--json", metavar="FILE", help="validation: rows and header as JSON")
     a("--quiet", action="store_true", help="no tables")
     return p
@@ -160,6 +168,7 @@ def parse_args(argv, rank: int = 0, size: int = 2):
     args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     args.collectives = [c.strip() for c in args.collective.split(",")
                         if c.strip()]
+    args.also = [s.strip() for s in args.also.split(",") if s.strip()]
     problems = [
         (size % 2, f"ranks pair up (r, r xor 1): {size} is odd"),
         (args.minbytes < 1 or args.minbytes > args.maxbytes,
@@ -173,7 +182,10 @@ def parse_args(argv, rank: int = 0, size: int = 2):
         (not set(args.collectives) <= set(SPECS) or not args.collectives,
          f"-c: choose from {', '.join(SPECS)}"),
         (args.iters < 1 or args.warmup < 0, "-n must be >= 1, -w >= 0"),
-        (args.time_budget <= 0, "--time-budget must be > 0")]
+        (args.time_budget <= 0, "--time-budget must be > 0"),
+        (not set(args.also) <= set(STATISTICS),
+         f"--also: choose from {', '.join(STATISTICS)}"),
+        (args.also and not args.check, "--also needs --check")]
     for bad, message in problems:
         if bad:
             p.error(message)
@@ -255,8 +267,21 @@ def timed(world, calls: dict, args, budget: float) -> tuple[dict, int]:
     return timed_rounds(world, calls, iters), iters
 
 
+class Timings(NamedTuple):
+    """This rank's per-call times (seconds) of the calibration's calls by
+    key (``(kind, bytes)``, ``(reduction, bytes)``), of ``beside``'s calls
+    by their names, the calls timed per key in the interleaved rounds, and
+    the reductions timed (``(op, dtype, out of place)``)."""
+
+    times: dict
+    beside: dict
+    iters: int
+    reductions: tuple
+
+
 class Measured(NamedTuple):
-    """Raw ``(bytes, seconds)`` points, and the calls timed beside them."""
+    """Raw ``(bytes, seconds)`` points, at one statistic of all ranks'
+    calls."""
 
     exchange: list  # fresh: copy then exchange, less the copy
     one_way: list  # fresh: copy then send one way, less the copy
@@ -265,23 +290,24 @@ class Measured(NamedTuple):
     reduce_out_of_place: dict  # {(op, dtype): points}
     extra: dict  # for the record: exchange_clean, write
     call: tuple  # (through mpicoll's call, by the executor): CALL_BYTES
-    beside: dict  # this rank's per-call times of ``beside``'s calls
-    iters: int  # calls timed per name in the interleaved rounds
 
 
-def measure(world, args, beside: dict | None = None) -> Measured:
-    """The raw points over the calibration's sizes: the fresh exchange
-    and one way (copy then exchange or send, less the copy), copy,
-    reduce in place and out of place per op and dtype, and for the
-    record the exchange of an unchanged buffer and filling a buffer as
-    the benchmark's --rewrite does; and one message of
-    :data:`CALL_BYTES` made by ``mpicoll.Comm.Bcast`` on the pair and by
-    the executor alone. The messages, copy and write are timed
-    interleaved in half the time budget; with ``beside`` (more
-    calls, ``{name: call}``: ``--check``'s collectives) they are
-    interleaved with those and with the reductions those use (sum on
-    ``args.dtype``, both kinds), in three quarters of it. The other
-    reductions share the rest."""
+MESSAGES = ("both", "one_way", "exchange_clean", "copy", "write")  # timed
+
+
+def measure(world, args, beside: dict | None = None) -> Timings:
+    """Time the calibration's calls over its sizes: the fresh exchange
+    and one way (copy then exchange or send), copy, reduce in place and
+    out of place per op and dtype, and for the record the exchange of an
+    unchanged buffer and filling a buffer as the benchmark's --rewrite
+    does; and one message of :data:`CALL_BYTES` made by
+    ``mpicoll.Comm.Bcast`` on the pair and by the executor alone. The
+    messages, copy and write are timed interleaved in half the time
+    budget; with ``beside`` (more calls, ``{name: call}``: ``--check``'s
+    collectives) they are interleaved with those and with the reductions
+    those use (sum on ``args.dtype``, both kinds), in three quarters of
+    it. The other reductions share the rest. :func:`points` makes the
+    points of the timings."""
     comm = world.Dup()
     sizes = args.point_sizes
     rank = world.Get_rank()
@@ -296,14 +322,10 @@ def measure(world, args, beside: dict | None = None) -> Measured:
               "copy": lambda n: schedule(copying(n)),
               "write": lambda n: partial(np.ndarray.fill,
                                          np.empty(n, np.uint8), 1)}
-    # a reduction: ((op, dtype), out of place)
-    reductions = [((op, dtype), apart) for op in args.ops
-                  for dtype in args.dtypes for apart in (False, True)]
-    together = [(("sum", args.dtype), apart) for apart in (False, True)] \
+    together = [("sum", args.dtype, apart) for apart in (False, True)] \
         if beside else []
-    calls = {(kind, n): make(n) for kind, make in makers.items()
-             for n in sizes}
-    calls.update({(key, n): schedule(reduction(n, *key[0], key[1]))
+    calls = {(kind, n): makers[kind](n) for kind in MESSAGES for n in sizes}
+    calls.update({(key, n): schedule(reduction(n, *key))
                   for key in together for n in sizes})
     pair_comm = mpicoll.Comm(world.Split(rank // 2, rank))  # r, r xor 1
     tiny = np.ones(CALL_BYTES, np.uint8)
@@ -314,33 +336,47 @@ def measure(world, args, beside: dict | None = None) -> Measured:
     calls.update(beside or {})
     times, iters = timed(world, calls, args,
                          args.time_budget * (3 / 4 if beside else 1 / 2))
-
-    def seconds(per_call) -> float:  # collective: summarize gathers
-        return summarize(world, per_call)[args.statistic] * 1e-6
-
-    def points(key) -> list:
-        return [(n, seconds(times[(key, n)])) for n in sizes]
-
-    series = {kind: points(kind) for kind in makers}
-    call = tuple([(CALL_BYTES, seconds(times[(kind, CALL_BYTES)]))]
-                 for kind in ("call", "call_plan"))
-    reduced = {key: points(key) for key in together}
-    rest = [key for key in reductions if key not in reduced]
+    rest = [key for key in _reductions(args) if key not in together]
     for key in rest:
-        alone, _ = timed(world, {n: schedule(reduction(n, *key[0], key[1]))
+        alone, _ = timed(world, {n: schedule(reduction(n, *key))
                                  for n in sizes}, args,
                          args.time_budget * (1 / 4 if beside else 1 / 2)
                          / len(rest))
-        reduced[key] = [(n, seconds(alone[n])) for n in sizes]
+        times.update({(key, n): alone[n] for n in sizes})
     comm.Free()
     pair_comm.Free()
+    return Timings(times, {key: times.pop(key) for key in beside or ()},
+                   iters, (*together, *rest))
+
+
+def _reductions(args) -> list:
+    """The reductions of ``--ops`` and ``--dtypes``: ``(op, dtype, out of
+    place)``."""
+    return [(op, dtype, apart) for op in args.ops for dtype in args.dtypes
+            for apart in (False, True)]
+
+
+def points(world, got: Timings, args, statistic: str) -> Measured:
+    """The raw points of ``got``: ``statistic`` of all ranks' calls per
+    key (collective over ``world``), the fresh messages less their copy."""
+    def seconds(key) -> float:
+        return summarize(world, got.times[key])[statistic] * 1e-6
+
+    def series(kind) -> list:
+        return [(n, seconds((kind, n))) for n in args.point_sizes]
+
+    made = {kind: series(kind) for kind in MESSAGES}
     fresh, sent = ([(n, max(t - c, 0.0)) for (n, t), (_, c)
-                    in zip(series.pop(kind), series["copy"])]
+                    in zip(made.pop(kind), made["copy"])]
                    for kind in ("both", "one_way"))
-    in_place, apart = ({pair: pts for (pair, out), pts in reduced.items()
-                        if out == kind} for kind in (False, True))
-    return Measured(fresh, sent, series.pop("copy"), in_place, apart, series,
-                    call, {key: times[key] for key in beside or ()}, iters)
+    reduced = {key: series(key) for key in got.reductions}
+    in_place, apart = ({(op, dtype): pts for (op, dtype, out), pts
+                        in reduced.items() if out == kind}
+                       for kind in (False, True))
+    call = tuple([(CALL_BYTES, seconds((kind, CALL_BYTES)))]
+                 for kind in ("call", "call_plan"))
+    return Measured(fresh, sent, made.pop("copy"), in_place, apart, made,
+                    call)
 
 
 def machine() -> dict:
@@ -367,10 +403,11 @@ def mpi_info(world) -> dict:
 
 
 def calibrate(world, args, argv, beside: dict | None = None
-              ) -> tuple[calibration.Calibration, Measured]:
-    """Measure (with ``beside``'s calls, :func:`measure`) and fit,
-    collective over ``world``; the calibration is the same on every
-    rank."""
+              ) -> tuple[dict, Timings]:
+    """Measure (with ``beside``'s calls, :func:`measure`) and fit at
+    ``args.statistic`` and each of ``args.also``, collective over
+    ``world``: ``{statistic: calibration}``, the same on every rank, and
+    this rank's timings."""
     info = {"machine": machine(), "mpi": mpi_info(world),
             "date": datetime.datetime.now(datetime.timezone.utc)
             .isoformat(timespec="seconds"),
@@ -378,39 +415,13 @@ def calibrate(world, args, argv, beside: dict | None = None
                                  sys.executable, "-m", "mpicoll.calibrate",
                                  *argv])}
     got = measure(world, args, beside)
-    return calibration.fit(got.exchange, got.copy, got.reduce, args.ranges,
-                           got.extra, got.reduce_out_of_place,
-                           one_way=got.one_way, call=got.call, **info), got
-
-
-def describe(cal: calibration.Calibration) -> str:
-    """The fitted costs as a table (µs, GB/s)."""
-    def gbps(per_byte: float) -> str:
-        return f"{1e-9 / per_byte:8.2f}" if per_byte > 0 else f"{'inf':>8}"
-
-    lines = [f"# {cal.description}",
-             f"# {'range (bytes)':>22} {'alpha(us)':>9} {'1/beta':>8}"
-             f" {'1/copy':>8}" + (f" {'one way: alpha(us)':>18}"
-                                   f" {'1/beta':>8}" if cal.one_way else "")
-             + "  (GB/s)"]
-    lo = 0
-    for i, (upto, alpha, beta, copy) in enumerate(cal.ranges):
-        span = f"{lo + 1}..{upto if upto is not None else 'inf'}"
-        one_way = (f" {cal.one_way[i][0] * 1e6:18.2f}"
-                   f" {gbps(cal.one_way[i][1])}" if cal.one_way else "")
-        lines.append(f"  {span:>22} {alpha * 1e6:9.2f} {gbps(beta)}"
-                     f" {gbps(copy)}{one_way}")
-        lo = upto
-    lines.append(f"# per call, apart from its rounds: {cal.call * 1e6:.2f} us")
-    for title, table in (("in place", cal.gamma),
-                         ("out of place", cal.gamma_out_of_place)):
-        if table:
-            lines.append(f"# 1/gamma (GB/s) per range, {title}:"
-                         f" {'op':>4} {'dtype':>8}")
-        for (op, dtype), values in table.items():
-            lines.append(f"  {op:>37} {dtype:>8} "
-                         + " ".join(gbps(g) for g in values))
-    return "\n".join(lines)
+    fitted = {}
+    for statistic in dict.fromkeys([args.statistic, *args.also]):
+        m = points(world, got, args, statistic)
+        fitted[statistic] = calibration.fit(
+            m.exchange, m.copy, m.reduce, args.ranges, m.extra,
+            m.reduce_out_of_place, one_way=m.one_way, call=m.call, **info)
+    return fitted, got
 
 
 def main(argv=None, comm=None) -> int:
@@ -426,11 +437,12 @@ def main(argv=None, comm=None) -> int:
     if args.validate is None:
         beside, records = ({}, None) if not args.check else \
             validation.case_calls(mpicoll.Comm(world), args)
-        cal, got = calibrate(world, args, argv, beside)
+        fitted, got = calibrate(world, args, argv, beside)
+        cal = fitted[args.statistic]
         if rank == 0:
             cal.save(args.out)
             if not args.quiet:
-                print(describe(cal))
+                print(calibration.describe(cal))
             print(f"# wrote {args.out}", flush=True)
         world.Barrier()
         if not args.check:
@@ -455,6 +467,13 @@ def main(argv=None, comm=None) -> int:
         if not args.quiet:
             print(validation.validation_table(rows, title))
             print(validation.ratio_matrix(rows), flush=True)
+        for statistic in dict.fromkeys([args.statistic] * bool(args.also)
+                                       + args.also):
+            again = validation.compare(records, fitted[statistic], source,
+                                       statistic)
+            print(f"# at {statistic}, calibrated and measured from the same "
+                  f"calls: {sum(r['within'] for r in again)} of {len(again)}"
+                  " within ±30%", flush=True)
         if args.json:
             head.update(calibration=source, description=cal.description,
                         statistic=args.statistic, interleaved=args.check,

@@ -277,6 +277,36 @@ def _cost(value, where: str, bad) -> float:
     return float(value)
 
 
+def describe(cal: Calibration) -> str:
+    """The fitted costs as a table (µs, GB/s)."""
+    def gbps(per_byte: float) -> str:
+        return f"{1e-9 / per_byte:8.2f}" if per_byte > 0 else f"{'inf':>8}"
+
+    lines = [f"# {cal.description}",
+             f"# {'range (bytes)':>22} {'alpha(us)':>9} {'1/beta':>8}"
+             f" {'1/copy':>8}" + (f" {'one way: alpha(us)':>18}"
+                                   f" {'1/beta':>8}" if cal.one_way else "")
+             + "  (GB/s)"]
+    lo = 0
+    for i, (upto, alpha, beta, copy) in enumerate(cal.ranges):
+        span = f"{lo + 1}..{upto if upto is not None else 'inf'}"
+        one_way = (f" {cal.one_way[i][0] * 1e6:18.2f}"
+                   f" {gbps(cal.one_way[i][1])}" if cal.one_way else "")
+        lines.append(f"  {span:>22} {alpha * 1e6:9.2f} {gbps(beta)}"
+                     f" {gbps(copy)}{one_way}")
+        lo = upto
+    lines.append(f"# per call, apart from its rounds: {cal.call * 1e6:.2f} us")
+    for title, table in (("in place", cal.gamma),
+                         ("out of place", cal.gamma_out_of_place)):
+        if table:
+            lines.append(f"# 1/gamma (GB/s) per range, {title}:"
+                         f" {'op':>4} {'dtype':>8}")
+        for (op, dtype), values in table.items():
+            lines.append(f"  {op:>37} {dtype:>8} "
+                         + " ".join(gbps(g) for g in values))
+    return "\n".join(lines)
+
+
 def load_calibration(path: str) -> Calibration:
     """The calibration in the file at ``path`` (CalibrationError if it is
     not one; OSError if it cannot be read)."""
@@ -291,10 +321,21 @@ def load_calibration(path: str) -> Calibration:
 # --- fitting -------------------------------------------------------------
 
 
+def _timed(points) -> tuple[np.ndarray, np.ndarray]:
+    """``(n, t)`` of the pairs whose time is above 0: a point less its
+    copy can come out at 0 (under the noise), which has no relative
+    error to weigh."""
+    pts = np.asarray(points, dtype=float).reshape(-1, 2)
+    return pts[pts[:, 1] > 0].T
+
+
 def fit_line(points) -> tuple[float, float]:
     """``(alpha, beta)`` >= 0 of ``t = alpha + beta·n`` through ``(n, t)``
-    pairs, least squares on the relative error."""
-    n, t = np.asarray(points, dtype=float).T
+    pairs, least squares on the relative error (pairs timed at 0 left
+    out; ``(0, 0)`` if all are)."""
+    n, t = _timed(points)
+    if not t.size:
+        return 0.0, 0.0
     w = 1 / t
     design = np.stack([w, n * w], axis=1)
     (alpha, beta), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
@@ -307,14 +348,15 @@ def fit_line(points) -> tuple[float, float]:
 
 def fit_slope(points) -> float:
     """``per_byte`` >= 0 of ``t = per_byte·n`` through ``(n, t)`` pairs
-    (``n > 0``), least squares on the relative error."""
-    n, t = np.asarray(points, dtype=float).T
+    (``n > 0``), least squares on the relative error (pairs timed at 0
+    left out; 0 if all are)."""
+    n, t = _timed(points)
     x = n / t
-    return float(max(0.0, x.sum() / (x @ x)))
+    return float(max(0.0, x.sum() / (x @ x))) if t.size else 0.0
 
 
 def _relative_error(points, fitted) -> float:
-    n, t = np.asarray(points, dtype=float).T
+    n, t = _timed(points)
     error = fitted(n) / t - 1
     return float(error @ error)
 

@@ -84,9 +84,12 @@ def test_validation_of_a_subset(calibrated):
     assert head["statistic"] == "p5"
 
 
-def test_check_calibrates_and_validates_in_one_run(tmp_path_factory):
+def test_check_calibrates_and_validates_in_one_run(tmp_path_factory,
+                                                   capsys):
     """``--check``: the calibration file (its points from 8 B to 4x -e)
-    and the validation rows of one interleaved run."""
+    and the validation rows of one interleaved run; ``--also`` counts
+    the hits again at each other statistic of the same calls (rank 0
+    prints)."""
     world = MPI.COMM_WORLD
     if world.Get_size() % 2:
         pytest.skip("ranks pair up: needs an even rank count")
@@ -94,8 +97,18 @@ def test_check_calibrates_and_validates_in_one_run(tmp_path_factory):
     path, out = f"{folder}/cal.json", f"{folder}/valid.json"
     assert main(["--check", "--out", path, "--json", out, "-c", "bcast",
                  "-b", "256", "-e", "1K", "--ops", "sum",
-                 "--dtypes", "float32", "--ranges", "2", *FEW]) == 0
+                 "--dtypes", "float32", "--ranges", "2", "--also",
+                 "p5,avg", *FEW]) == 0
     world.Barrier()
+    counts = [line for line in capsys.readouterr().out.splitlines()
+              if line.startswith("# at ")]
+    if world.Get_rank() == 0:
+        n = 2 * (len(mpicoll.algorithms("bcast")) - 1)  # 2 sizes, hand-built
+        assert [line.split(",")[0] for line in counts] == [
+            "# at p50", "# at p5", "# at avg"]  # --statistic's first
+        assert all(line.endswith(f" of {n} within ±30%") for line in counts)
+    else:
+        assert counts == []
     cal = load_calibration(path)
     sizes = [8 << i for i in range(10)]  # 8 B .. 4 KiB
     for series in ("exchange", "one_way", "exchange_clean", "copy", "write"):

@@ -68,6 +68,22 @@ def test_line_stays_non_negative():
     assert alpha == 0 and beta > 0
 
 
+def test_points_timed_at_zero_are_left_out():
+    """A point less its copy can come out at 0 under the noise (a short
+    run's 5th percentile): the fits leave it out rather than weigh it by
+    1/0, and a series of such points fits to 0."""
+    line = [(8, 0.0), (16, 3e-6 + 16e-9), (32, 3e-6 + 32e-9),
+            (64, 3e-6 + 64e-9)]
+    assert fit_line(line) == pytest.approx((3e-6, 1e-9))
+    assert fit_slope([(8, 0.0), (16, 16e-9)]) == pytest.approx(1e-9)
+    assert fit_line([(8, 0.0), (16, 0.0)]) == (0.0, 0.0)
+    assert fit_slope([(8, 0.0)]) == 0.0
+    points = [(n, 0.0 if n < 64 else t) for n, t in exchange_points()]
+    cal = fit(points, local_points(), {("sum", "float32"): local_points()},
+              one_way=points)
+    assert all(math.isfinite(x) for row in cal.ranges for x in row[1:])
+
+
 def test_split_finds_the_knees():
     assert split([exchange_points()], 3) == [4096, 1 << 20]
     assert split([local_points(), local_points(3.0)], 2) == [1 << 18]
@@ -488,3 +504,11 @@ def test_calibrate_refuses_an_odd_rank_count(capsys):
     with pytest.raises(SystemExit):
         parse_args(["--check", "--validate", "f.json"], rank=0, size=2)
     assert "not allowed with" in capsys.readouterr().err
+    args = parse_args(["--check", "--statistic", "p5", "--also", "p50,avg"],
+                      rank=0, size=2)
+    assert (args.statistic, args.also) == ("p5", ["p50", "avg"])
+    for bad, message in ((["--check", "--also", "p99"], "--also: choose"),
+                         (["--also", "p50"], "--also needs --check")):
+        with pytest.raises(SystemExit):
+            parse_args(bad, rank=0, size=2)
+        assert message in capsys.readouterr().err
