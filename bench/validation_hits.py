@@ -57,7 +57,12 @@ VARIANTS = {
 
 def hits(rows: list[dict], path: str, **variant) -> int:
     """Rows predicted within the tolerance (:func:`ratios`' arguments)."""
-    return sum(abs(r - 1) <= TOLERANCE for r in ratios(rows, path, **variant))
+    return within(ratios(rows, path, **variant))
+
+
+def within(predicted: list[float]) -> int:
+    """How many ratios of predicted to measured are within the tolerance."""
+    return sum(abs(r - 1) <= TOLERANCE for r in predicted)
 
 
 def ratios(rows: list[dict], path: str, trains: bool = True,
@@ -91,12 +96,13 @@ def ratios(rows: list[dict], path: str, trains: bool = True,
     return out
 
 
-def by_size(rows: list[dict], path: str) -> str:
-    """The median ratio (:func:`ratios`) over the algorithms at each size:
-    ``64K 0.73, 256K 0.73, ...``; a run's shortfall at small sizes (a
-    fixed cost the model misses) shows at the first."""
+def by_size(rows: list[dict], predicted: list[float]) -> str:
+    """The median of the rows' ratios (``predicted``, :func:`ratios`)
+    over the algorithms at each size: ``64K 0.73, 256K 0.73, ...``; a
+    run's shortfall at small sizes (a fixed cost the model misses) shows
+    at the first."""
     at: dict = {}
-    for r, ratio in zip(rows, ratios(rows, path)):
+    for r, ratio in zip(rows, predicted):
         at.setdefault(r["nbytes"], []).append(ratio)
     return ", ".join(f"{size_label(n)} {np.median(at[n]):.2f}" for n in sorted(at))
 
@@ -132,10 +138,10 @@ def main(argv: list[str]) -> int:
     same = (f"{group[0]['collective']} "
             f"{', '.join(r['algorithm'] for r in group)} at "
             f"{group[0]['nbytes']} B" if group else "none")
-    print(f"{hits(rows, cal_path)} of {len(rows)} within ±{TOLERANCE:.0%} "
+    model = ratios(rows, cal_path)
+    print(f"{within(model)} of {len(rows)} within ±{TOLERANCE:.0%} "
           f"({undone}); identical schedules measured up to {ratio:.2f}x "
-          f"apart ({same}); median ratio by size: "
-          f"{by_size(rows, cal_path)}")
+          f"apart ({same}); median ratio by size: {by_size(rows, model)}")
     return 0
 
 

@@ -467,8 +467,8 @@ def main(argv=None, comm=None) -> int:
         if not args.quiet:
             print(validation.validation_table(rows, title))
             print(validation.ratio_matrix(rows), flush=True)
-        for statistic in dict.fromkeys([args.statistic] * bool(args.also)
-                                       + args.also):
+        counted = [args.statistic, *args.also] if args.also else []
+        for statistic in dict.fromkeys(counted):
             again = validation.compare(records, fitted[statistic], source,
                                        statistic)
             print(f"# at {statistic}, calibrated and measured from the same "

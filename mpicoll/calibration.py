@@ -48,11 +48,12 @@ through the exchange points (the one-way ones through the one-way
 points, on the exchange's ranges), both γ and copy the slope through the
 origin (``per_byte·n``) of the reduce and copy points, all by relative
 error (so a range's per-byte cost absorbs the fixed Python cost of the
-call at its smallest sizes). ``call`` is the ``call`` point less the
-``call_plan`` one (the same message through mpicoll's call and through
-the executor alone), at least 0. The ranges' bounds are the split of the sizes into at
-most ``k`` ranges of at least :data:`MIN_POINTS` points that minimizes
-those fits' squared relative error (:func:`split`).
+call at its smallest sizes; a point timed at 0 is left out). ``call`` is
+the ``call`` point less the ``call_plan`` one (the same message through
+mpicoll's call and through the executor alone), at least 0. The ranges'
+bounds are the split of the sizes into at most ``k`` ranges of at least
+:data:`MIN_POINTS` points that minimizes those fits' squared relative
+error (:func:`split`).
 """
 
 from __future__ import annotations
@@ -321,7 +322,7 @@ def load_calibration(path: str) -> Calibration:
 # --- fitting -------------------------------------------------------------
 
 
-def _timed(points) -> tuple[np.ndarray, np.ndarray]:
+def _above_zero(points) -> tuple[np.ndarray, np.ndarray]:
     """``(n, t)`` of the pairs whose time is above 0: a point less its
     copy can come out at 0 (under the noise), which has no relative
     error to weigh."""
@@ -333,7 +334,7 @@ def fit_line(points) -> tuple[float, float]:
     """``(alpha, beta)`` >= 0 of ``t = alpha + beta·n`` through ``(n, t)``
     pairs, least squares on the relative error (pairs timed at 0 left
     out; ``(0, 0)`` if all are)."""
-    n, t = _timed(points)
+    n, t = _above_zero(points)
     if not t.size:
         return 0.0, 0.0
     w = 1 / t
@@ -350,13 +351,13 @@ def fit_slope(points) -> float:
     """``per_byte`` >= 0 of ``t = per_byte·n`` through ``(n, t)`` pairs
     (``n > 0``), least squares on the relative error (pairs timed at 0
     left out; 0 if all are)."""
-    n, t = _timed(points)
+    n, t = _above_zero(points)
     x = n / t
     return float(max(0.0, x.sum() / (x @ x))) if t.size else 0.0
 
 
 def _relative_error(points, fitted) -> float:
-    n, t = _timed(points)
+    n, t = _above_zero(points)
     error = fitted(n) / t - 1
     return float(error @ error)
 
@@ -414,15 +415,14 @@ def fit(exchange, copy, reduce: dict, ranges: int = RANGES, extra=None,
     one grid of sizes; ``call``: if measured, ``(through_mpicoll,
     by_executor)``, the pairs of one message made by a collective call
     and by the executor alone (the per-call cost is their difference at
-    the first size, at least 0); ``extra``: more series kept with the points, not
-    fitted (by
-    name); ``info``: machine, mpi, date, command. Messages and local steps
-    change shape at different sizes (protocol switches, cache sizes), so
-    each gets its own split into at most ``ranges`` ranges of at least
-    ``min_points`` sizes (:func:`split`), and the file's ranges are the
-    union of the two: each range holds its message range's ``(alpha,
-    beta)`` (and one way's, fitted on the same message ranges) and its
-    local range's per-byte copy and γ slopes."""
+    the first size, at least 0); ``extra``: more series kept with the
+    points, not fitted (by name); ``info``: machine, mpi, date, command.
+    Messages and local steps change shape at different sizes (protocol
+    switches, cache sizes), so each gets its own split into at most
+    ``ranges`` ranges of at least ``min_points`` sizes (:func:`split`),
+    and the file's ranges are the union of the two: each range holds its
+    message range's ``(alpha, beta)`` (and one way's, fitted on the same
+    message ranges) and its local range's per-byte copy and γ slopes."""
     tables = {"reduce": reduce, "reduce_out_of_place": reduce_out_of_place
               or {}}
     messages = [*split([exchange], ranges, min_points), None]

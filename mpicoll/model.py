@@ -126,8 +126,7 @@ class Network:
     ``ranges_intra`` refine ``alpha_intra`` and ``beta_intra`` the same
     way, their one-way costs ``alpha_one_way_intra`` and
     ``beta_one_way_intra`` (their ``gamma`` and ``copy`` are not read): a
-    calibration made
-    inside a node beside one made between nodes
+    calibration made inside a node beside one made between nodes
     (:meth:`~mpicoll.calibration.Calibration.network`'s ``intra``).
 
     ``trains``: a message that follows one of the same pair in both their

@@ -390,8 +390,9 @@ def test_leader_based_algorithms_by_hand():
 
 def test_messages_one_way_take_their_own_costs():
     """A message whose sender receives nothing and whose receiver sends
-    nothing in their rounds costs the one-way α and β (inside a node the intra-node
-    one-way ones, else the intra-node exchange's where those are given);
+    nothing in their rounds costs the one-way α and β (inside a node the
+    intra-node one-way ones, else the intra-node exchange's where those
+    are given);
     an exchange's messages keep α and β, and None prices one way as an
     exchange."""
     one_way = Network(AX, BX, G, alpha_intra=AI, beta_intra=BI,
