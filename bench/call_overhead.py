@@ -19,8 +19,11 @@ the nonblocking call waited on at once (mpi4py's and mpicoll's). Three rows
 make new views of the arrays for every call: mpi4py's call on them, and
 mpicoll's native and hand-built calls, which find them alike to the
 earlier call's (:mod:`mpicoll.replay`: no parse; the hand-built plan bound
-again to the new views).
-Two more rows
+again to the new views). Two rows alternate two pairs of arrays, as
+double buffering does: the second pair, alike to the first, is run by
+likeness once and then kept for replay when it comes again (before
+that rule, with ``mpicoll/replay.py`` of commit 3c68b86, it ran by
+likeness every time). Two more rows
 split a replayed call: mpi4py's call as the replay makes it (with the
 datatype named) and the replay's lookup alone. ``--world`` runs on
 ``MPI.COMM_WORLD`` instead (rank 0 prints), so the check exchange and the
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import sys
 import timeit
+from itertools import cycle
 
 import numpy as np
 from mpi4py import MPI
@@ -84,6 +88,13 @@ def main() -> None:
         rows.append((f"mpicoll Allreduce {alg}, new views per call",
                      lambda a=alg: comm.Allreduce(x[:], y[:], MPI.SUM,
                                                   algorithm=a)))
+    # Two pairs of arrays used in turn (double buffering): the second
+    # pair, alike to the first, is kept for replay when it comes again.
+    for alg in ("native", "recursive_doubling"):
+        pairs = cycle([(x, y), (np.ones_like(x), np.empty_like(y))])
+        rows.append((f"mpicoll Allreduce {alg}, two pairs in turn",
+                     lambda a=alg, p=pairs: comm.Allreduce(
+                         *next(p), MPI.SUM, algorithm=a)))
     # Where a replayed call's time goes: the MPI call as the replay makes
     # it (datatype named), and the replay's lookup alone (a miss: the
     # same comparisons, nothing run).

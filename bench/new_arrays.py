@@ -12,9 +12,10 @@ float32, by factors of 4) this times, interleaved in every round, calls
 that each make new input and output arrays: mpi4py's ``Allreduce``,
 mpicoll's with ``algorithm="native"`` and with ``auto``, and mpicoll's
 ``auto`` on the same two arrays every call for comparison (first at
-each size, so that its first call is parsed and its later ones replayed:
-arrays that first come after their kind was kept run by likeness every
-time, :mod:`mpicoll.replay`). Prints the
+each size, so that its first call is parsed and its later ones replayed;
+arrays that first come after their kind was kept run by likeness until
+they come again as the next call of their kind, :mod:`mpicoll.replay`).
+Prints the
 median over rounds of each rank's mean µs per call (the slowest rank's),
 and the ratio to mpi4py's; every result is checked.
 """

@@ -27,17 +27,23 @@ runs it (5.3 us instead of a full parse, ``bench/call_overhead.py``).
 Only calls whose parse moves no
 message are kept (those that exchange counts, ``recvcounts=None``, are
 never replayed), so a rank that skips the parse cannot leave its peers
-waiting. Nothing of a call run by its likeness is kept (holding its
-arrays until the next call would keep the allocator from reusing their
+waiting. A call run by its likeness holds nothing of its arrays (holding
+them until the next call would keep the allocator from reusing their
 memory for the next call's new arrays: at 512 KiB that made such calls
-3x slower in ``bench/new_arrays.py``), so arrays that first come after
-their kind was kept run by likeness every time (2.5-3.7 us more than a
-replay at one rank), unless a full parse of them happens later.
+3x slower in ``bench/new_arrays.py``); the kind remembers them weakly.
+When the very same arrays come again as the next call of their kind
+(a second pair of buffers used in turn with the first, double
+buffering, equal gradient buckets), they are alive in the caller's
+hands anyway, so that call takes the full path and is kept for replay
+(run by likeness every time, such arrays cost up to twice a replay:
+``bench/call_overhead.py``'s "two pairs in turn" rows, in
+``docs/performance.md``).
 """
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+import weakref
+from typing import Callable
 
 import numpy as np
 
@@ -192,23 +198,29 @@ def _matching(table: dict, name, algorithm, buf, a, b, c):
     return None
 
 
-class _Alike(NamedTuple):
+class _Alike:
     """A blocking call kept by its likeness: per memo object its
     ``(dtype, shape)`` (an array) or itself; the memo positions of its one
     or two arrays; what it calls (mpi4py's method on the private
     communicator, or a :class:`Rerun`) and its arguments: for an array
     ``(memo position, how)``, ``how`` a datatype (passed with it), None
     (the array itself; mpi4py infers its datatype) or ``_FLAT`` (the array
-    flattened); else ``(None, the argument itself)``."""
+    flattened); else ``(None, the argument itself)``. ``last`` holds weak
+    references to the arrays of the call it last made."""
 
-    kinds: tuple
-    arrays: tuple
-    call: Callable
-    slots: tuple
+    __slots__ = ("arrays", "call", "kinds", "last", "slots")
+
+    def __init__(self, kinds: tuple, arrays: tuple, call: Callable,
+                 slots: tuple) -> None:
+        self.kinds, self.arrays, self.call, self.slots = \
+            kinds, arrays, call, slots
+        self.last = ()
 
     def made(self, *objects) -> bool:
         """Make the call on ``objects`` (the memo's ``buf, a, b, c``) if
-        they are alike to the kept ones; False if not (nothing made)."""
+        they are alike to the kept ones and not the very arrays of the
+        call it last made; False if not (nothing made: the caller takes
+        the full path, which keeps arrays that come again)."""
         kinds = self.kinds
         for i, kind in enumerate(kinds):
             obj = objects[i]
@@ -227,6 +239,11 @@ class _Alike(NamedTuple):
             if lo < hi + y.nbytes and hi < lo + x.nbytes and x.nbytes and \
                     y.nbytes:
                 return False
+        last = self.last
+        if last and all(ref() is objects[i]
+                        for ref, i in zip(last, self.arrays)):
+            return False  # the same arrays again: kept by the full path
+        self.last = tuple([weakref.ref(objects[i]) for i in self.arrays])
         self.call(*[arg if i is None else
                     objects[i] if arg is None else
                     objects[i].reshape(-1) if arg is _FLAT else

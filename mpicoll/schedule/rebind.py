@@ -96,12 +96,14 @@ def _owner(start: int, length: int, ranges) -> tuple[int, int]:
 
 def _messages(messages: tuple, ranges) -> tuple | list:
     """``messages`` as they are (a tuple) if none lies in send or receive,
-    else a list of ``(which, offset, nbytes, peer, message)``."""
+    else a list of ``(which, offset, nbytes, peer, message)``, ``message``
+    None where it lies in them (rebuilt by :func:`_moved`)."""
     moved = []
     for message in messages:
         spec, peer = message
         which, offset = _owner(spec[0].address, len(spec[0]), ranges)
-        moved.append((which, offset, len(spec[0]), peer, message))
+        moved.append((which, offset, len(spec[0]), peer,
+                      message if which < 0 else None))  # holds no array
     if all(m[0] < 0 for m in moved):
         return messages
     return moved

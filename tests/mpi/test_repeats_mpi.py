@@ -16,6 +16,7 @@ must not be taken for the earlier call.
 
 from __future__ import annotations
 
+import weakref
 from contextlib import closing
 
 import numpy as np
@@ -399,3 +400,35 @@ def test_arrays_that_come_again_after_alike_calls(comm, algorithm):
             z = np.zeros(4, "i8")
             comm.Allreduce(ids(r, 4, 9), z, MPI.SUM, algorithm=algorithm)
             assert np.array_equal(z, world.allreduce(ids(r, 4, 9)))
+
+
+@pytest.mark.parametrize("algorithm", ["native", "ring"])
+def test_a_second_pair_of_arrays_used_in_turn_is_kept(comm, algorithm):
+    """Two pairs of arrays used in turn (double buffering): the second,
+    alike to the first, runs by its likeness once, and when the very same
+    arrays come again as the next call of their kind it takes the full path
+    and is kept for replay beside the first (mpicoll.replay). Arrays made
+    anew for each call are never kept: once the caller drops them, nothing
+    of mpicoll holds them."""
+    if comm._settings.guard.on:
+        pytest.skip("check mode or a deadline: nothing is replayed")
+    r, world = comm.rank, MPI.Intracomm(comm)
+    pairs = [(ids(r, 6), np.zeros(6, "i8")) for _ in range(2)]
+    for k in range(4):
+        for x, y in pairs:
+            x[...] = ids(r, 6, k)
+            comm.Allreduce(x, y, MPI.SUM, algorithm=algorithm)
+            assert np.array_equal(y, world.allreduce(ids(r, 6, k)))
+    kept = [(e[2], e[3]) for e in comm._engine._replays.values()
+            if e[0] == "Allreduce" and e[1] == algorithm]
+    for x, y in pairs:
+        assert any(a is y and b is x for a, b in kept), "a pair not kept"
+    dropped = []
+    for k in range(3):  # new arrays every call
+        x, y = ids(r, 6, k), np.zeros(6, "i8")
+        comm.Allreduce(x, y, MPI.SUM, algorithm=algorithm)
+        assert np.array_equal(y, world.allreduce(ids(r, 6, k)))
+        dropped.append((weakref.ref(x), weakref.ref(y)))
+        del x, y
+    assert all(ref() is None for pair in dropped for ref in pair), \
+        "arrays run by their likeness are held"

@@ -12,6 +12,8 @@ to an earlier one skip binding (:mod:`mpicoll.replay`).
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pytest
 
@@ -105,3 +107,20 @@ def test_a_plan_that_cannot_be_followed_is_refused():
     step = Step((), (), (lambda: None,))
     with pytest.raises(ValueError, match="not a partial"):
         Rebinding((step,), s, s)
+
+
+@pytest.mark.parametrize("collective,name", HAND_BUILT)
+def test_a_rebinding_holds_no_reference_to_its_arrays(collective, name):
+    """The arrays a rebinding was made on are freed when the caller drops
+    them (mpicoll.replay keeps rebindings, not the arrays of the calls it
+    ran by their likeness)."""
+    alg = lookup(collective, name)
+    row = COLLECTIVES[collective]
+    p, rank, count = 4, 1, count_of(collective, 4)
+    s = alg.schedule(rank, p, count, root=0)
+    first = arrays(collective, rank, p, count, 0, False, s.tmp)
+    rebinding = Rebinding(
+        compile_plan(bind(s, first, SUM if row.reducing else None)),
+        first["send"], first["recv"])
+    held = [weakref.ref(first.pop(key)) for key in ("send", "recv")]
+    assert [ref() for ref in held] == [None, None], rebinding
