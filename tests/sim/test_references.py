@@ -39,6 +39,7 @@ import importlib
 import inspect
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -198,17 +199,47 @@ def docstring_problems() -> list[str]:
     return problems
 
 
+def slug(heading: str) -> str:
+    """A markdown heading's anchor as GitHub makes it: links kept as their
+    text, lower case, spaces to hyphens, every character but letters,
+    digits, hyphens and underscores dropped."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip()).lower()
+    return "".join(c for c in text.replace(" ", "-")
+                   if c in "-_" or c.isalnum())
+
+
+def anchors(page: Path) -> set[str]:
+    """The anchors of a markdown page's headings (outside code blocks); a
+    heading met again gets ``-1``, ``-2``, ... as on GitHub."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    fenced = False
+    for line in page.read_text().splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        heading = re.match(r"#+\s+(.*)", line)
+        if heading and not fenced:
+            name = slug(heading.group(1))
+            n = seen.get(name, 0)
+            seen[name] = n + 1
+            found.add(f"{name}-{n}" if n else name)
+    return found
+
+
 def page_problems(page: Path) -> list[str]:
     text = page.read_text()
     bad = [d for d in MPICOLL_NAME.findall(text) if not resolves(d)]
     bad += _path_problems(text)
     for target in LINK.findall(text):
-        path = target.split("#")[0]
-        if not path or re.match(r"[a-z]+:", path):
-            continue  # an anchor on the page, or a URL
-        resolved = (page.parent / path).resolve()
+        path, _, anchor = target.partition("#")
+        if re.match(r"[a-z]+:", path):
+            continue  # a URL
+        resolved = (page.parent / path).resolve() if path else page
         if not resolved.is_relative_to(REPO) or not resolved.exists():
             bad.append(target)
+        elif anchor and resolved.suffix == ".md" and \
+                anchor not in anchors(resolved):
+            bad.append(f"{target} (no such heading)")
     return [f"{page.relative_to(REPO)}: {b}" for b in dict.fromkeys(bad)]
 
 
@@ -222,6 +253,22 @@ def test_the_rule_catches_a_broken_reference():
     assert _relative_ok("no_such_steps", _scopes(reduce_scatter, "")) is False
     simulate = importlib.import_module("mpicoll.simulate")
     assert _relative_ok("np.ndarray", _scopes(simulate, "")) is None
+
+
+def test_anchors_are_made_as_github_makes_them(tmp_path, monkeypatch):
+    page = tmp_path / "page.md"
+    page.write_text("# Simulation: schedules without MPI\n"
+                    "## At 65,536 ranks\n```\n# not a heading\n```\n"
+                    "### `--keep` and [SMPI](x.md), again\n"
+                    "## At 65,536 ranks\n")
+    assert anchors(page) == {"simulation-schedules-without-mpi",
+                             "at-65536-ranks", "at-65536-ranks-1",
+                             "--keep-and-smpi-again"}
+    (tmp_path / "other.md").write_text("[a](page.md#at-65536-ranks-1) "
+                                       "[b](page.md#no-such) [c](#nor-this)")
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    problems = page_problems(tmp_path / "other.md")
+    assert len(problems) == 2 and "no-such" in problems[0], problems
 
 
 def test_docstring_references_resolve():
