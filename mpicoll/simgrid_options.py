@@ -44,8 +44,14 @@ def add_arguments(a) -> None:
            "the network, one send after another (LogP's o; SMPI's "
            "smpi/ois): a rank's i-th message of a round (i = 0, 1, ...) "
            "leaves (i+1)*SECONDS after the round starts, so an algorithm "
-           "posting p-1 messages at once pays p-1 overheads; receives cost "
-           "nothing; default 0 (all of a round's messages start together)")
+           "posting p-1 messages at once pays p-1 overheads; default 0 "
+           "(all of a round's messages start together)")
+    a("--recv-overhead", type=float, default=0.0, metavar="SECONDS",
+      help="simgrid: CPU time each message costs its receiver once it has "
+           "arrived, one message after another in the order they arrive "
+           "(LogP's o at the receiver), so an algorithm receiving p-1 "
+           "messages in a round pays p-1 overheads; default 0 (a message "
+           "is received when it ends)")
     a("--quantum", type=float, default=0.0, metavar="SECONDS",
       help="simgrid: the controller looks for ended messages every SECONDS "
            "of simulated time (and at reductions' ends) instead of at each "
@@ -77,14 +83,8 @@ def problems(args: argparse.Namespace) -> list[tuple[bool, str]]:
         (args.sample_peers is not None and not simgrid,
          "--sample-peers is for --model simgrid"),
         (args.phases and not simgrid, "--phases is for --model simgrid"),
-        (args.sample_peers is not None and args.send_overhead,
-         "--sample-peers leaves sends out, whose --send-overhead would not "
-         "be charged: use one"),
-        (not math.isfinite(args.send_overhead) or args.send_overhead < 0,
-         "--send-overhead must be a finite number >= 0"),
-        (args.send_overhead and not simgrid,
-         "--send-overhead is for --model simgrid (the analytic model "
-         "charges --alpha per message)"),
+        *[check for option in ("send", "recv")
+          for check in _overhead_problems(args, option, simgrid)],
         (not math.isfinite(args.quantum) or args.quantum < 0,
          "--quantum must be a finite number >= 0"),
         (args.quantum and not simgrid,
@@ -92,12 +92,30 @@ def problems(args: argparse.Namespace) -> list[tuple[bool, str]]:
          "events to quantize)")]
 
 
+def _overhead_problems(args: argparse.Namespace, side: str,
+                       simgrid: bool) -> list[tuple[bool, str]]:
+    """:func:`problems`' checks of ``--send-overhead`` or
+    ``--recv-overhead`` (``side``: send or recv)."""
+    option = f"--{side}-overhead"
+    value = getattr(args, f"{side}_overhead")
+    return [
+        (args.sample_peers is not None and value,
+         f"--sample-peers leaves messages out, whose {option} would not "
+         "be charged: use one"),
+        (not math.isfinite(value) or value < 0,
+         f"{option} must be a finite number >= 0"),
+        (value and not simgrid,
+         f"{option} is for --model simgrid (the analytic model charges "
+         "--alpha per message)")]
+
+
 def simulate_kwargs(args: argparse.Namespace) -> dict:
     """The options as :func:`mpicoll.netsim.simulate`'s keyword arguments."""
     return {"keep": args.keep, "sample": args.sample_rounds,
             "peers": args.sample_peers, "symmetric": args.symmetric,
             "phases": args.phases,
-            "send_overhead": args.send_overhead, "quantum": args.quantum,
+            "send_overhead": args.send_overhead,
+            "recv_overhead": args.recv_overhead, "quantum": args.quantum,
             "timeout": args.timeout, "simgrid": args.simgrid}
 
 
@@ -116,5 +134,6 @@ def header_fields(args: argparse.Namespace) -> dict:
     """The options in the ``--json`` header."""
     return {"keep": args.keep, "sample_rounds": args.sample_rounds,
             "sample_peers": args.sample_peers, "phases": args.phases,
-            "send_overhead": args.send_overhead, "quantum": args.quantum,
+            "send_overhead": args.send_overhead,
+            "recv_overhead": args.recv_overhead, "quantum": args.quantum,
             "symmetric": args.symmetric}

@@ -39,7 +39,10 @@ mpicoll.calibrate`` instead, per message-size range, for every message
 ``--send-overhead O`` (SimGrid only) charges every send O seconds of its
 sender's time before it enters the network, one send after another (LogP's
 o, SMPI's ``smpi/ois``): without it a rank's messages of a round all start
-at once, so a linear algorithm pays the latency once for its p-1 messages.
+at once, so a linear algorithm pays the latency once for its p-1 messages;
+``--recv-overhead O`` charges every received message O seconds of its
+receiver's time once it has arrived, one after another (LogP's o at the
+receiver).
 ``--quantum Q`` (SimGrid only) has the simulator's controller look for
 ended messages every Q simulated seconds instead of at every instant one
 ends (:func:`mpicoll.netsim.simulate`): faster where many flows end at

@@ -15,8 +15,11 @@ reduction output, then posts its next round; copies are free. With
 ``send_overhead=o`` each send costs its sender o seconds before it enters
 the network (LogP's o; SMPI's ``smpi/ois``): a rank's i-th send of a
 round (i = 0, 1, ...) is posted ``(i + 1)·o`` after the round, so the p-1
-messages a linear algorithm posts at once leave one after another; receives
-cost nothing. The default 0 posts every message with its round.
+messages a linear algorithm posts at once leave one after another. With
+``recv_overhead=o_r`` each message costs its receiver o_r seconds once it
+has arrived, the rank handling its arrivals one at a time (LogP's o at
+the receiver; :mod:`mpicoll.netsim.replay`). The defaults 0 post every
+message with its round and count it received when it ends.
 ``quantum=q > 0`` makes the controller look for ended messages only every
 q simulated seconds (and at reduction and injection instants) instead of
 at each instant a message ends: a stated approximation for rounds of many
@@ -115,9 +118,9 @@ def simulate(collective: str, algorithm: str, size: int, count,
              sample: int | None = None, symmetric: bool = False,
              peers: int | None = None, phases: bool = False,
              model_factors: bool = False,
-             send_overhead: float = 0.0, quantum: float = 0.0,
-             timeout: float | None = None, simgrid: str | None = None,
-             **params) -> Result:
+             send_overhead: float = 0.0, recv_overhead: float = 0.0,
+             quantum: float = 0.0, timeout: float | None = None,
+             simgrid: str | None = None, **params) -> Result:
     """Simulate ``algorithm`` of ``collective`` on ``size`` ranks.
 
     ``count`` as in :mod:`mpicoll.schedule.layout`, ``itemsize`` bytes per
@@ -136,23 +139,24 @@ def simulate(collective: str, algorithm: str, size: int, count,
     (:func:`mpicoll.netsim.program.symmetric_sigs`). ``peers``: keep the
     messages of that many sampled offsets, each carrying its stratum's
     bytes (:func:`mpicoll.netsim.peer_sample.sample_peers`: the linear
-    algorithms; not with ``send_overhead``, whose left-out sends would
-    not be charged); None is exact. ``phases``: where the algorithm is
-    declared as registered collectives run one after the other
-    (:meth:`mpicoll.coll.registry.Algorithm.phases_of`: van de Geijn's
+    algorithms; not with ``send_overhead`` or ``recv_overhead``, whose
+    left-out messages would not be charged); None is exact. ``phases``:
+    where the algorithm is declared as registered collectives run one
+    after the other (:meth:`mpicoll.coll.registry.Algorithm.phases_of`: van de Geijn's
     broadcast), simulate each alone with these options (``symmetric``
     only for the unrooted ones: a root breaks every relabelling) and add
     them up (:func:`one_after_another`); the whole schedule otherwise.
-    ``send_overhead``:
-    seconds each send costs its sender before it enters the network (see
-    the module docstring; 0: none). ``quantum``: the controller's time
-    quantum in seconds (see the module docstring; 0: exact). ``timeout``:
-    seconds for the SimGrid run. ``simgrid``: a folder holding the SimGrid
-    module to use (default ``$MPICOLL_SIMGRID``, else the venv's).
-    ``params`` go to the schedule builder.
+    ``send_overhead``: seconds each send costs its sender before it
+    enters the network, ``recv_overhead`` seconds each message costs its
+    receiver after it arrives (see the module docstring; 0: none).
+    ``quantum``: the controller's time quantum in seconds (see the module
+    docstring; 0: exact). ``timeout``: seconds for the SimGrid run.
+    ``simgrid``: a folder holding the SimGrid module to use (default
+    ``$MPICOLL_SIMGRID``, else the venv's). ``params`` go to the schedule
+    builder.
     """
-    if peers is not None and send_overhead:
-        raise ValueError("sampled peers leave sends out, whose send overhead "
+    if peers is not None and (send_overhead or recv_overhead):
+        raise ValueError("sampled peers leave messages out, whose overheads "
                          "would not be charged: use one or the other")
     if isinstance(platform, str):
         platform = parse(platform)
@@ -168,8 +172,9 @@ def simulate(collective: str, algorithm: str, size: int, count,
             itemsize=itemsize, gamma=gamma, keep=keep, sample=sample,
             symmetric=symmetric and not part.rooted,
             peers=peers, model_factors=model_factors,
-            send_overhead=send_overhead, quantum=quantum, timeout=timeout,
-            simgrid=simgrid, **part.params) for part in parts])
+            send_overhead=send_overhead, recv_overhead=recv_overhead,
+            quantum=quantum, timeout=timeout, simgrid=simgrid,
+            **part.params) for part in parts])
     nodes = platform.node_map(size)
 
     def rank_sig(rank):
@@ -181,7 +186,8 @@ def simulate(collective: str, algorithm: str, size: int, count,
         period=platform.ranks_per_node, peers=peers)
     result = run_program(build(sigs, runs, gaps), platform, gamma=gamma,
                          itemsize=itemsize, model_factors=model_factors,
-                         send_overhead=send_overhead, quantum=quantum,
+                         send_overhead=send_overhead,
+                         recv_overhead=recv_overhead, quantum=quantum,
                          timeout=timeout, simgrid=simgrid)
     return result._replace(symmetry=symmetry)
 
@@ -210,17 +216,20 @@ def one_after_another(parts: list[Result]) -> Result:
 def run_program(program: Program, platform: Platform, *,
                 gamma: float | None = None, itemsize: int = 4,
                 model_factors: bool = False, send_overhead: float = 0.0,
-                quantum: float = 0.0, timeout: float | None = None,
+                recv_overhead: float = 0.0, quantum: float = 0.0,
+                timeout: float | None = None,
                 simgrid: str | None = None) -> Result:
     """Simulate a :class:`~mpicoll.netsim.program.Program` in a child
     process; extrapolates its compressed runs (``(n - kept) × Δ`` each,
     Δ the mean duration of the run's kept rounds after the first) and its
     gaps (``m × (d_a + d_b) / 2`` each, ``d_a`` and ``d_b`` the durations
     of the second rounds of the sampled pairs on either side), durations
-    taken from the latest rank's round ends. ``send_overhead``: seconds
-    per send at its sender; ``quantum``: the controller's time quantum in
-    seconds; both as in :func:`simulate`."""
+    taken from the latest rank's round ends. ``send_overhead`` and
+    ``recv_overhead``: seconds per message at its sender and at its
+    receiver; ``quantum``: the controller's time quantum in seconds; all
+    as in :func:`simulate`."""
     for name, value in (("send_overhead", send_overhead),
+                        ("recv_overhead", recv_overhead),
                         ("quantum", quantum)):
         if value < 0 or not math.isfinite(value):
             raise ValueError(f"{name} must be a finite number >= 0, not "
@@ -235,6 +244,8 @@ def run_program(program: Program, platform: Platform, *,
            "simgrid": simgrid_folder(simgrid)}
     if send_overhead:  # absent: the replay's fast path, as before
         job["send_overhead"] = float(send_overhead)
+    if recv_overhead:
+        job["recv_overhead"] = float(recv_overhead)
     if quantum:  # absent: the event-driven controller
         job["quantum"] = float(quantum)
     with tempfile.TemporaryDirectory(prefix="mpicoll-netsim-") as tmp:

@@ -9,11 +9,13 @@ round the flows waited for (``ops``) and the reduction delays in seconds
 (``delay``), the host of every rank (``hosts``), the platform file
 (``xml``), SimGrid options (``cfg``), the folder of the SimGrid build to
 import (``simgrid``; null: the venv's), the seconds a send costs its
-sender (``send_overhead``; absent: 0) and the controller's time quantum in
-seconds (``quantum``; absent: 0, event-driven). ``OUT`` gets a JSON object
-with ``finish`` (per rank), ``round_end`` (per round index, the latest
-rank's), ``wall``, ``maxrss_mb`` and ``version``, or ``error``: what
-stopped the run. (JSON, not pickle: no file this package reads can run code.)
+sender (``send_overhead``; absent: 0), the seconds a received message
+costs its receiver (``recv_overhead``; absent: 0) and the controller's
+time quantum in seconds (``quantum``; absent: 0, event-driven). ``OUT``
+gets a JSON object with ``finish`` (per rank), ``round_end`` (per round
+index, the latest rank's), ``wall``, ``maxrss_mb`` and ``version``, or
+``error``: what stopped the run. (JSON, not pickle: no file this package
+reads can run code.)
 
 The controller posts rounds, starts each flow once its sender and its
 receiver have both posted the rounds holding it, retires finished flows,
@@ -23,11 +25,18 @@ A send overhead ``o > 0`` (LogP's o, SMPI's ``smpi/ois``/``smpi/os``)
 makes the sender inject its messages of a round one after another, in the
 schedule's order: the i-th (i = 0, 1, ...) counts as posted by the sender
 ``(i + 1)·o`` after the rank posted the round, as SMPI sleeps ``o`` before
-each ``MPI_Isend`` posts. Receives cost nothing (SMPI's ``smpi/or`` is
-charged only for small, detached messages; not modelled). Pending
-injections wait in a heap beside the reduction timers, and the controller
-waits for the next completion with a timeout until the next of either. With
-``o = 0`` none is queued and the run is the one without overhead.
+each ``MPI_Isend`` posts. A receive overhead ``o_r > 0`` (LogP's o at
+the receiver) makes the receiver handle each message that has arrived
+for ``o_r``, one at a time in the order they arrive: a message ending at
+``t`` counts as received at ``max(t, the rank's CPU free) + o_r``; its
+sender is done with it at ``t``. Both overheads take the rank's one CPU,
+as LogP's o does and as SMPI's sleeps do in the rank's thread: a message
+that arrives while the rank still injects its round's sends is handled
+after the last of them (the sends were posted first). Pending injections
+and handlings wait in heaps beside the reduction timers, and the
+controller waits for the next completion with a timeout until the next
+of them. With both 0 none is queued and the run is the one without
+overhead.
 
 A time quantum ``q > 0`` (a stated approximation, for runs with many
 flows in flight that end at many distinct instants) replaces the waits:
@@ -42,8 +51,8 @@ late, so without contention (each flow's duration independent of the
 others) the result is never earlier than the event-driven one and at most
 (rounds on the critical path)·q later; where flows share links, starting
 some later changes the sharing, and the difference is not bounded that
-way (docs/simulation.md measures it). Timers and injections keep their
-exact instants.
+way (docs/simulation.md measures it). Timers, injections and handlings keep
+their exact instants.
 
 It runs on SimGrid 3.32 (Debian's, ``scripts/simgrid.sh``) and 4.x (4.1:
 ``scripts/simgrid41.sh``), whichever the job's ``simgrid`` folder (put
@@ -153,6 +162,9 @@ def control(sg, job: dict, hosts: list, out: dict) -> None:
     timers = []  # (when a reduction ends, rank)
     overhead = float(job.get("send_overhead") or 0.0)
     injections = []  # (when the sender has injected it, flow): o > 0 only
+    receive_cost = float(job.get("recv_overhead") or 0.0)
+    handled = []  # (when the receiver is done with it, rank): o_r > 0 only
+    busy_until = [0.0] * p  # when each rank's CPU is done with overheads
     ready = list(range(p))  # ranks to post their next round
 
     def clock():
@@ -171,6 +183,12 @@ def control(sg, job: dict, hosts: list, out: dict) -> None:
         if not need[f]:
             active.start(sg.Comm.sendto_async(
                 hosts[src[f]], hosts[dst[f]], nbytes[f]), f)
+
+    def arrived(rank, now):
+        """One of the rank's messages of its round is over for it."""
+        pending[rank] -= 1
+        if not pending[rank]:
+            comm_done(rank, now)
 
     def round_done(rank, now):
         k = cursor[rank]
@@ -192,15 +210,16 @@ def control(sg, job: dict, hosts: list, out: dict) -> None:
                 sends = sorted(f for f in flows if src[f] == rank)
                 for i, f in enumerate(sends):
                     heapq.heappush(injections, (now + (i + 1) * overhead, f))
+                busy_until[rank] = now + len(sends) * overhead
                 flows = [f for f in flows if src[f] != rank]
             for f in flows:
                 post(f)
             if not pending[rank]:
                 comm_done(rank, now)
-        if not active and not timers and not injections:
+        if not (active or timers or injections or handled):
             break
-        due = min(timers[0][0] if timers else math.inf,
-                  injections[0][0] if injections else math.inf)
+        due = min(heap[0][0] if heap else math.inf
+                  for heap in (timers, injections, handled))
         if quantum:  # to the next tick, or a timer/injection due before
             wake = due
             if active:
@@ -220,19 +239,27 @@ def control(sg, job: dict, hosts: list, out: dict) -> None:
         if quantum:  # the wake-up's instant (clock() may be an ulp short)
             now = max(now, wake)
         for f in done:
-            for rank in (src[f], dst[f]):
-                pending[rank] -= 1
-                if not pending[rank]:
-                    comm_done(rank, now)
+            arrived(src[f], now)
+            if receive_cost:  # the receiver handles it, one at a time
+                rank = dst[f]
+                busy_until[rank] = max(now, busy_until[rank]) + receive_cost
+                heapq.heappush(handled, (busy_until[rank], rank))
+            else:
+                arrived(dst[f], now)
         if not (quantum or done):  # a wait timed out: what was due
+            # (clock() may be an ulp short of it)
             if timers and timers[0][0] == due:  # a reduction timer
                 round_done(heapq.heappop(timers)[1], now)
-            else:  # an injection (clock() may be an ulp short of it)
+            elif injections and injections[0][0] == due:  # an injection
                 post(heapq.heappop(injections)[1])
+            else:  # a received message handled
+                arrived(heapq.heappop(handled)[1], now)
         while timers and timers[0][0] <= now:
             round_done(heapq.heappop(timers)[1], now)
         while injections and injections[0][0] <= now:
             post(heapq.heappop(injections)[1])
+        while handled and handled[0][0] <= now:
+            arrived(heapq.heappop(handled)[1], now)
     stuck = [r for r in range(p) if cursor[r] < len(ops[r])]
     if stuck:
         raise RuntimeError(f"deadlock: ranks {stuck[:8]} never finish "

@@ -108,16 +108,18 @@ def test_flat_sampled_is_exact(simgrid):
         assert short.time == pytest.approx(exact.time, rel=1e-9)
 
 
-def test_not_with_a_send_overhead():
-    with pytest.raises(ValueError, match="send overhead"):
+@pytest.mark.parametrize("side", ["send_overhead", "recv_overhead"])
+def test_not_with_a_message_overhead(side):
+    with pytest.raises(ValueError, match="overheads would not be charged"):
         simulate("alltoall", "linear", 8, 64, "flat:8", peers=2,
-                 send_overhead=1e-6)
+                 **{side: 1e-6})
 
 
 def test_cli_option(simgrid, capsys, tmp_path):
     """``--sample-peers`` reaches the simulation, the table title and the
-    JSON header; refused below 1, with ``--send-overhead``, and for the
-    analytic model."""
+    JSON header; refused below 1, with ``--send-overhead`` (and
+    ``--recv-overhead``: tests/sim/test_overheads.py), and for the analytic
+    model."""
     args = ["-c", "alltoall", "-a", "linear", "--model", "simgrid",
             "--network", "torus:2x2x4", "--ranks", "16", "-b", "64K",
             "-e", "64K"]
