@@ -21,7 +21,8 @@ mpicoll's native and hand-built calls, which find them alike to the
 earlier call's (:mod:`mpicoll.replay`: no parse; the hand-built plan bound
 again to the new views). Two rows alternate two pairs of arrays, as
 double buffering does: the second pair, alike to the first, is run by
-likeness once and then kept for replay when it comes again (before
+likeness once and then kept for replay when it comes again among its
+kind's recent calls (before
 that rule, with ``mpicoll/replay.py`` of commit 3c68b86, it ran by
 likeness every time). Two more rows
 split a replayed call: mpi4py's call as the replay makes it (with the

@@ -14,7 +14,7 @@ mpicoll's with ``algorithm="native"`` and with ``auto``, and mpicoll's
 ``auto`` on the same two arrays every call for comparison (first at
 each size, so that its first call is parsed and its later ones replayed;
 arrays that first come after their kind was kept run by likeness until
-they come again as the next call of their kind, :mod:`mpicoll.replay`).
+they come again among the kind's recent calls, :mod:`mpicoll.replay`).
 Prints the
 median over rounds of each rank's mean µs per call (the slowest rank's),
 and the ratio to mpi4py's; every result is checked.

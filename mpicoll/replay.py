@@ -9,7 +9,7 @@ to :meth:`Replays.replayed`; its nonblocking method to
 the engine keeps its run (:meth:`Replays._remember`): for a blocking call
 the whole call, for a nonblocking one its launch. Entries hold the
 objects, so their ids cannot be reused while an entry lives; at most
-:data:`REPLAYS` per kind are kept, all dropped when full. Guarded engines
+:data:`REPLAYS` per kind are kept, the oldest dropped when full. Guarded engines
 (check mode, deadlines) replay nothing.
 
 A blocking call on plain NumPy arrays is also kept by its *likeness*
@@ -31,10 +31,11 @@ waiting. A call run by its likeness holds nothing of its arrays (holding
 them until the next call would keep the allocator from reusing their
 memory for the next call's new arrays: at 512 KiB that made such calls
 3x slower in ``bench/new_arrays.py``); the kind remembers them weakly.
-When the very same arrays come again as the next call of their kind
-(a second pair of buffers used in turn with the first, double
-buffering, equal gradient buckets), they are alive in the caller's
-hands anyway, so that call takes the full path and is kept for replay
+When the very same arrays come again within the next :data:`RECENT`
+calls of their kind run by likeness (a second pair of buffers used in
+turn with the first, double buffering, equal gradient buckets), they
+are alive in the caller's hands anyway, so that call takes the full
+path and is kept for replay
 (run by likeness every time, such arrays cost up to twice a replay:
 ``bench/call_overhead.py``'s "two pairs in turn" rows, in
 ``docs/performance.md``).
@@ -53,6 +54,7 @@ from mpicoll.schedule.plan import address
 from mpicoll.work import Work
 
 REPLAYS = 32  # calls of each kind remembered per engine
+RECENT = 16  # arrays of calls run by likeness remembered weakly per kind
 
 
 class Replays:
@@ -103,8 +105,6 @@ class Replays:
         """Keep ``run`` (a blocking call's whole run, or a nonblocking
         call's launch) in ``table`` for :func:`_matching`: ``memo`` is its
         ``(name, algorithm, buf, a, b, c)``."""
-        if len(table) >= REPLAYS:
-            table.clear()
         name, algorithm, buf, a, b, c = memo
         objects = (buf, a, b, c)
         arrays = [o for o in objects if hasattr(o, "dtype")]
@@ -112,11 +112,12 @@ class Replays:
             return  # more arrays than _matching compares, or a message
             # spec the caller could change in place
         first, second = (*arrays, _NO_ARRAY, _NO_ARRAY)[:2]
-        key = id(buf) ^ id(a)
+        key = id(buf), id(a)
         held = table.get(key)
         if held is not None and (held[0] != name or held[1] != algorithm) \
                 and held[2] is buf and held[3] is a:
             key = (key, name, algorithm)  # another call's: beside it
+        _make_room(table, key)
         table[key] = (name, algorithm, buf, a, b, c, first, first.dtype,
                       second, second.dtype, run)
 
@@ -166,11 +167,15 @@ class Replays:
                 return  # derived from the caller's buffer: cannot follow
             else:
                 slots.append((None, arg))
-        if len(self._alike) >= REPLAYS:
-            self._alike.clear()
-        self._alike[(name, algorithm, kinds[arrays[0]][1] if arrays[0] == 0
-                     else False)] = _Alike(tuple(kinds), tuple(arrays), call,
-                                           tuple(slots))
+        key = (name, algorithm, kinds[arrays[0]][1] if arrays[0] == 0
+               else False)
+        kept = self._alike.get(key)
+        if kept is not None and kept.kinds == tuple(kinds) and \
+                kept.slots == tuple(slots) and _same_call(kept.call, call):
+            return  # the same call: keep it, its rebinding and its recent
+        _make_room(self._alike, key)
+        self._alike[key] = _Alike(tuple(kinds), tuple(arrays), call,
+                                  tuple(slots))
 
     def forget_replays(self) -> None:
         """Drop every remembered call (the communicator is freed)."""
@@ -179,15 +184,33 @@ class Replays:
         self._alike.clear()
 
 
+def _make_room(table: dict, key) -> None:
+    """Drop ``table``'s oldest entry if it is full and ``key`` is new (so
+    the entries still in use outlive those of calls made once long ago)."""
+    if len(table) >= REPLAYS and key not in table:
+        del table[next(iter(table))]
+
+
+def _same_call(x: Callable, y: Callable) -> bool:
+    """Whether two calls kept by likeness make the same call: the same
+    library method, or a :class:`Rerun` of the same plan."""
+    if type(x) is Rerun and type(y) is Rerun:
+        return x.plan == y.plan
+    return x == y
+
+
 def _matching(table: dict, name, algorithm, buf, a, b, c):
     """The kept run of this call on these objects in ``table``, or None.
-    An entry lives at ``id(buf) ^ id(a)``, or, where a call of another
+    An entry lives at ``(id(buf), id(a))`` (not ``id(buf) ^ id(a)``:
+    arrays made one after another lie close, and the XOR of two such
+    pairs' ids came out equal, so they took each other's entry), or,
+    where a call of another
     method or algorithm on the same objects holds that place, at that key
     with its method and algorithm (:meth:`Replays._remember`): calls of
     two algorithms made in turn on the same arrays keep an entry each (one
     would otherwise run by its likeness every time), and the common case
     costs one lookup."""
-    key = id(buf) ^ id(a)
+    key = id(buf), id(a)
     e = table.get(key)
     if e is not None and (e[0] != name or e[1] != algorithm):
         e = table.get((key, name, algorithm))
@@ -205,22 +228,23 @@ class _Alike:
     communicator, or a :class:`Rerun`) and its arguments: for an array
     ``(memo position, how)``, ``how`` a datatype (passed with it), None
     (the array itself; mpi4py infers its datatype) or ``_FLAT`` (the array
-    flattened); else ``(None, the argument itself)``. ``last`` holds weak
-    references to the arrays of the call it last made."""
+    flattened); else ``(None, the argument itself)``. ``recent`` holds weak
+    references to the arrays of the last :data:`RECENT` calls it made, by
+    the id of the first."""
 
-    __slots__ = ("arrays", "call", "kinds", "last", "slots")
+    __slots__ = ("arrays", "call", "kinds", "recent", "slots")
 
     def __init__(self, kinds: tuple, arrays: tuple, call: Callable,
                  slots: tuple) -> None:
         self.kinds, self.arrays, self.call, self.slots = \
             kinds, arrays, call, slots
-        self.last = ()
+        self.recent: dict[int, tuple] = {}
 
     def made(self, *objects) -> bool:
         """Make the call on ``objects`` (the memo's ``buf, a, b, c``) if
-        they are alike to the kept ones and not the very arrays of the
-        call it last made; False if not (nothing made: the caller takes
-        the full path, which keeps arrays that come again)."""
+        they are alike to the kept ones and not the very arrays of one of
+        the calls it made lately; False if not (nothing made: the caller
+        takes the full path, which keeps arrays that come again)."""
         kinds = self.kinds
         for i, kind in enumerate(kinds):
             obj = objects[i]
@@ -239,11 +263,15 @@ class _Alike:
             if lo < hi + y.nbytes and hi < lo + x.nbytes and x.nbytes and \
                     y.nbytes:
                 return False
-        last = self.last
-        if last and all(ref() is objects[i]
-                        for ref, i in zip(last, self.arrays)):
+        recent = self.recent
+        key = id(objects[self.arrays[0]])
+        refs = recent.get(key)
+        if refs is not None and all(ref() is objects[i]
+                                    for ref, i in zip(refs, self.arrays)):
             return False  # the same arrays again: kept by the full path
-        self.last = tuple([weakref.ref(objects[i]) for i in self.arrays])
+        if len(recent) >= RECENT:
+            del recent[next(iter(recent))]  # the oldest
+        recent[key] = tuple([weakref.ref(objects[i]) for i in self.arrays])
         self.call(*[arg if i is None else
                     objects[i] if arg is None else
                     objects[i].reshape(-1) if arg is _FLAT else

@@ -403,18 +403,20 @@ def test_arrays_that_come_again_after_alike_calls(comm, algorithm):
 
 
 @pytest.mark.parametrize("algorithm", ["native", "ring"])
-def test_a_second_pair_of_arrays_used_in_turn_is_kept(comm, algorithm):
-    """Two pairs of arrays used in turn (double buffering): the second,
-    alike to the first, runs by its likeness once, and when the very same
-    arrays come again as the next call of their kind it takes the full path
-    and is kept for replay beside the first (mpicoll.replay). Arrays made
-    anew for each call are never kept: once the caller drops them, nothing
-    of mpicoll holds them."""
+def test_pairs_of_arrays_used_in_turn_are_kept(comm, algorithm):
+    """Twelve pairs of arrays used in turn (buckets of one size), made one
+    after another: the later eleven, alike to the first, run by their
+    likeness once, and when the very same arrays come again among the
+    kind's recent calls they take the full path and are kept for replay,
+    each under its own entry (mpicoll.replay: keyed by the pair of ids;
+    with their XOR, pairs of nearby arrays took each other's entry).
+    Arrays made anew for each call are never kept: once the caller drops
+    them, nothing of mpicoll holds them."""
     if comm._settings.guard.on:
         pytest.skip("check mode or a deadline: nothing is replayed")
     r, world = comm.rank, MPI.Intracomm(comm)
-    pairs = [(ids(r, 6), np.zeros(6, "i8")) for _ in range(2)]
-    for k in range(4):
+    pairs = [(ids(r, 6), np.zeros(6, "i8")) for _ in range(12)]
+    for k in range(3):
         for x, y in pairs:
             x[...] = ids(r, 6, k)
             comm.Allreduce(x, y, MPI.SUM, algorithm=algorithm)
