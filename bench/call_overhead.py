@@ -55,12 +55,13 @@ def main() -> None:
     group = mpicoll.ProcessGroup(comm)
     x = np.ones(2, np.float32)
     y = np.empty_like(x)
+    z = np.zeros_like(x)  # all_reduce's in-place input: a sum keeps it 0
     rows = [("mpi4py Allreduce", lambda: world.Allreduce(x, y, MPI.SUM))]
     for alg in ("native", "recursive_doubling"):
         rows.append((f"mpicoll Allreduce  {alg}",
                      lambda a=alg: comm.Allreduce(x, y, MPI.SUM, algorithm=a)))
         rows.append((f"mpicoll ProcessGroup.all_reduce {alg}",
-                     lambda a=alg: group.all_reduce(y, algorithm=a)))
+                     lambda a=alg: group.all_reduce(z, algorithm=a)))
     raw_init = world.Allreduce_init(x, y, MPI.SUM)
     rows.append(("mpi4py Allreduce_init Start+Wait",
                  lambda: (raw_init.Start(), raw_init.Wait())))
