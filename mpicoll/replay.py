@@ -9,8 +9,8 @@ to :meth:`Replays.replayed`; its nonblocking method to
 the engine keeps its run (:meth:`Replays._remember`): for a blocking call
 the whole call, for a nonblocking one its launch. Entries hold the
 objects, so their ids cannot be reused while an entry lives; at most
-:data:`REPLAYS` per kind are kept, the oldest dropped when full. Guarded engines
-(check mode, deadlines) replay nothing.
+:data:`REPLAYS` per kind are kept, the oldest dropped when full. Guarded
+engines (check mode, deadlines) replay nothing.
 
 A blocking call on plain NumPy arrays is also kept by its *likeness*
 (:meth:`Replays._remember_alike`): the same method and ``algorithm=``,
@@ -35,10 +35,9 @@ When the very same arrays come again within the next :data:`RECENT`
 calls of their kind run by likeness (a second pair of buffers used in
 turn with the first, double buffering, equal gradient buckets), they
 are alive in the caller's hands anyway, so that call takes the full
-path and is kept for replay
-(run by likeness every time, such arrays cost up to twice a replay:
-``bench/call_overhead.py``'s "two pairs in turn" rows, in
-``docs/performance.md``).
+path and is kept for replay (run by likeness every time, such arrays
+cost up to twice a replay: ``bench/call_overhead.py``'s "two pairs in
+turn" rows, in ``docs/performance.md``).
 """
 
 from __future__ import annotations
@@ -204,12 +203,11 @@ def _matching(table: dict, name, algorithm, buf, a, b, c):
     An entry lives at ``(id(buf), id(a))`` (not ``id(buf) ^ id(a)``:
     arrays made one after another lie close, and the XOR of two such
     pairs' ids came out equal, so they took each other's entry), or,
-    where a call of another
-    method or algorithm on the same objects holds that place, at that key
-    with its method and algorithm (:meth:`Replays._remember`): calls of
-    two algorithms made in turn on the same arrays keep an entry each (one
-    would otherwise run by its likeness every time), and the common case
-    costs one lookup."""
+    where a call of another method or algorithm on the same objects holds
+    that place, at that key with its method and algorithm
+    (:meth:`Replays._remember`): calls of two algorithms made in turn on
+    the same arrays keep an entry each (one would otherwise run by its
+    likeness every time), and the common case costs one lookup."""
     key = id(buf), id(a)
     e = table.get(key)
     if e is not None and (e[0] != name or e[1] != algorithm):
