@@ -40,9 +40,9 @@ mpicoll.calibrate`` instead, per message-size range, for every message
 sender's time before it enters the network, one send after another (LogP's
 o, SMPI's ``smpi/ois``): without it a rank's messages of a round all start
 at once, so a linear algorithm pays the latency once for its p-1 messages;
-``--recv-overhead O`` charges every received message O seconds of its
-receiver's time once it has arrived, one after another (LogP's o at the
-receiver).
+``--recv-overhead O`` (SimGrid only) charges every received message O
+seconds of its receiver's time once it has arrived, one after another
+(LogP's o at the receiver).
 ``--quantum Q`` (SimGrid only) has the simulator's controller look for
 ended messages every Q simulated seconds instead of at every instant one
 ends (:func:`mpicoll.netsim.simulate`): faster where many flows end at
