@@ -29,11 +29,25 @@ that closes at ``r`` = 1.86. Last, the median ratio of predicted to
 measured over the algorithms at each size (``median ratio by size: 64K
 0.98, 256K 1.10, ...``). Used by bench/calibrate.sh and
 bench/calibrate_repeats.sh.
+
+    python bench/validation_hits.py --runs DIR
+
+counts over the runs of ``bash bench/calibrate_repeats.sh K DIR`` (its
+``DIR/repeats/*-rows.json`` and ``*-cal.json``, each run predicted with
+its own calibration): for how many cells (a collective, an algorithm, a
+size) the median over the runs of the ratio of predicted to measured is
+within ±30%, in how many runs every cell was, and the three cells
+furthest out by median, e.g. ``over 6 runs: the median ratio of 120 of
+120 cells within ±30%; every cell within in 5 of 6 runs...``. A single
+run's time of a cell is one draw of a machine that times identical work
+apart (above); the median over runs is what the cell takes here.
 """
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 import sys
 from dataclasses import replace
 
@@ -128,7 +142,36 @@ def twins(rows: list[dict]) -> tuple[float, list[dict]]:
     return max(apart, key=lambda a: a[0], default=(1.0, []))
 
 
+def over_runs(folder: str) -> str:
+    """The line ``--runs`` prints (module docstring) for the runs in
+    ``folder/repeats``."""
+    runs = sorted(glob.glob(os.path.join(folder, "repeats", "*-rows.json")))
+    if not runs:
+        raise SystemExit(f"no {folder}/repeats/*-rows.json")
+    cells: dict = {}
+    every = 0
+    for path in runs:
+        with open(path) as f:
+            rows = json.load(f)["rows"]
+        model = ratios(rows, path.replace("-rows.json", "-cal.json"))
+        every += within(model) == len(rows)
+        for r, ratio in zip(rows, model):
+            cells.setdefault((r["collective"], r["algorithm"], r["nbytes"]),
+                             []).append(ratio)
+    medians = {cell: float(np.median(v)) for cell, v in cells.items()}
+    worst = sorted(medians, key=lambda c: -abs(np.log(medians[c])))[:3]
+    return (f"over {len(runs)} runs: the median ratio of "
+            f"{within(list(medians.values()))} of {len(cells)} cells within "
+            f"±{TOLERANCE:.0%}; every cell within in {every} of {len(runs)} "
+            "runs; furthest by median: " + ", ".join(
+                f"{c} {a} {size_label(n)} {medians[(c, a, n)]:.2f}"
+                for c, a, n in worst))
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--runs"]:
+        print(over_runs(argv[1]))
+        return 0
     rows_path, cal_path = argv
     with open(rows_path) as f:
         rows = json.load(f)["rows"]
