@@ -9,7 +9,9 @@
 # undoes (on the same run's points), how far apart it timed identical
 # schedules, its points for a fresh and an
 # unchanged exchange of 1 MiB (how far the machine moves between runs),
-# and the cells it missed; and each run's files, OUTDIR/repeats/K-cal.json
+# and the cells it missed; then, over the runs, for how many cells the
+# median ratio of predicted to measured is within ±30% (bench/
+# validation_hits.py --runs); and each run's files, OUTDIR/repeats/K-cal.json
 # and K-rows.json, which bench/validation_hits.py counts again after a
 # change of the model or the fit.
 # NumPy's advice for huge pages is off, as in bench/calibrate.sh.
@@ -52,4 +54,5 @@ print(f"run {k} ({statistic}): {hits}; exchange of 1 MiB: fresh "
       f"missed: {', '.join(missed) or 'none'}")
 PY
 done
+echo "== $("$py" bench/validation_hits.py --runs "$out")" | tee -a "$out/repeats.txt"
 echo "== done $(date -u '+%T') UTC; load: $(uptime)" | tee -a "$out/repeats.txt"

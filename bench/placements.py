@@ -11,8 +11,9 @@ calibration's validation does (``--rewrite``). Prints per size the 5th
 percentile and the median of both ranks' calls on each set and how far
 apart the sets are (largest over smallest); then the same with the sets
 taken ``--pool`` at a time (every ``sets / pool``-th set), a pool's visits
-going to its sets in turn as ``python -m mpicoll.calibrate --placements``
-takes them, so that a pool has as many calls as a set. Identical
+going to its sets in turn, so that a pool has as many calls as a set (as
+a try of ``python -m mpicoll.calibrate --placements``, not kept, took
+them: ``docs/simulation/placements-tries.txt``). Identical
 calls, interleaved, differ by set only through where their pages are.
 docs/simulation.md ("Where the buffers land") quotes it.
 """
@@ -20,6 +21,7 @@ docs/simulation.md ("Where the buffers land") quotes it.
 from __future__ import annotations
 
 import argparse
+import sys
 
 import numpy as np
 from mpi4py import MPI
@@ -57,7 +59,7 @@ def spread(values: list[float]) -> str:
             + f"   max/min {max(values) / min(values):.2f}")
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> int:
     args = parse(argv)
     world = MPI.COMM_WORLD
     comm = mpicoll.Comm(world)
@@ -95,7 +97,8 @@ def main(argv=None) -> None:
                 for statistic in ("p5", "p50"):
                     print(f"{nbytes:>9} {name:>22} {statistic:>3}: "
                           + spread([s[statistic] for s in stats]))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -84,8 +84,8 @@ from mpi4py import MPI
 import mpicoll
 from mpicoll import calibration, validation
 from mpicoll.bench import cli as bench
-from mpicoll.bench.harness import ROUNDS, fit_iterations, summarize, \
-    timed_rounds, warm_up
+from mpicoll.bench.harness import fit_iterations, summarize, timed_rounds, \
+    warm_up
 from mpicoll.bench.specs import DTYPES, OPS, SPECS
 from mpicoll.ops import builtin_op
 from mpicoll.schedule.core import ScheduleBuilder, Span
@@ -95,7 +95,6 @@ from mpicoll.schedule.plan import bind
 TAG = 1
 STATISTICS = ("p5", "p50", "avg")  # of the harness's summaries (avg: mean)
 CALL_BYTES = 8  # the message of the per-call point: latency, next to no bytes
-PLACEMENTS = ROUNDS  # buffers per timed call: one for each interleaved visit
 
 
 def _parser(rank: int):
@@ -136,10 +135,6 @@ def _parser(rank: int):
     a("-n", "--iters", type=int, default=100,
       help="timed calls per point (at most); default 100")
     a("-w", "--warmup", type=int, default=3, help="default 3")
-    a("--placements", type=int, default=PLACEMENTS, metavar="K",
-      help="separately allocated buffers each point and each validated "
-           "call is timed on, one per interleaved visit in turn (a time "
-           f"depends on where its buffers landed); default {PLACEMENTS}")
     a("--time-budget", type=float, metavar="SECONDS",
       help="about how long the timed calls take; default 60 "
            "(calibration), 150 (validation, --check)")
@@ -187,7 +182,6 @@ def parse_args(argv, rank: int = 0, size: int = 2):
         (not set(args.collectives) <= set(SPECS) or not args.collectives,
          f"-c: choose from {', '.join(SPECS)}"),
         (args.iters < 1 or args.warmup < 0, "-n must be >= 1, -w >= 0"),
-        (args.placements < 1, "--placements must be >= 1"),
         (args.time_budget <= 0, "--time-budget must be > 0"),
         (not set(args.also) <= set(STATISTICS),
          f"--also: choose from {', '.join(STATISTICS)}"),
@@ -312,10 +306,8 @@ def measure(world, args, beside: dict | None = None) -> Timings:
     budget; with ``beside`` (more calls, ``{name: call}``: ``--check``'s
     collectives) they are interleaved with those and with the reductions
     those use (sum on ``args.dtype``, both kinds), in three quarters of
-    it. The other reductions share the rest. Every call is made on
-    ``args.placements`` sets of buffers, a visit each in turn
-    (:func:`~mpicoll.bench.harness.timed_rounds`). :func:`points` makes
-    the points of the timings."""
+    it. The other reductions share the rest. :func:`points` makes the
+    points of the timings."""
     comm = world.Dup()
     sizes = args.point_sizes
     rank = world.Get_rank()
@@ -330,31 +322,23 @@ def measure(world, args, beside: dict | None = None) -> Timings:
               "copy": lambda n: schedule(copying(n)),
               "write": lambda n: partial(np.ndarray.fill,
                                          np.empty(n, np.uint8), 1)}
-
-    def reducing(n: int, key: tuple):
-        return schedule(reduction(n, *key))
-
-    def placed(make, *args_of_make) -> tuple:  # a call per placement
-        return tuple(make(*args_of_make) for _ in range(args.placements))
-
     together = [("sum", args.dtype, apart) for apart in (False, True)] \
         if beside else []
-    calls = {(kind, n): placed(makers[kind], n)
-             for kind in MESSAGES for n in sizes}
-    calls.update({(key, n): placed(reducing, n, key)
+    calls = {(kind, n): makers[kind](n) for kind in MESSAGES for n in sizes}
+    calls.update({(key, n): schedule(reduction(n, *key))
                   for key in together for n in sizes})
     pair_comm = mpicoll.Comm(world.Split(rank // 2, rank))  # r, r xor 1
-    calls[("call", CALL_BYTES)] = placed(lambda: partial(
-        pair_comm.Bcast, np.ones(CALL_BYTES, np.uint8), root=0,
-        algorithm="linear"))
-    calls[("call_plan", CALL_BYTES)] = placed(lambda: schedule(
-        one_way(CALL_BYTES, peer, rank < peer, fresh=False)))
+    tiny = np.ones(CALL_BYTES, np.uint8)
+    calls[("call", CALL_BYTES)] = partial(pair_comm.Bcast, tiny, root=0,
+                                          algorithm="linear")
+    calls[("call_plan", CALL_BYTES)] = schedule(
+        one_way(CALL_BYTES, peer, rank < peer, fresh=False))
     calls.update(beside or {})
     times, iters = timed(world, calls, args,
                          args.time_budget * (3 / 4 if beside else 1 / 2))
     rest = [key for key in _reductions(args) if key not in together]
     for key in rest:
-        alone, _ = timed(world, {n: placed(reducing, n, key)
+        alone, _ = timed(world, {n: schedule(reduction(n, *key))
                                  for n in sizes}, args,
                          args.time_budget * (1 / 4 if beside else 1 / 2)
                          / len(rest))

@@ -54,23 +54,20 @@ def bench_args(args, world):
 
 def case_calls(comm, args) -> tuple[dict, Callable]:
     """The validation's calls for ``--check``: ``{(case index, algorithm):
-    placements}`` (the call on each of ``args.placements`` sets of
-    buffers, :func:`~mpicoll.bench.harness.timed_rounds`; each writing
-    its input first, as the benchmark's ``--rewrite``), and
-    ``records(times, iters)``, which turns their per-call times (this
-    rank's, by key) and the calls timed per key into the benchmark's
-    records, each algorithm's result checked once (a collective call:
-    every rank makes it)."""
+    call}`` (each writing its input first, as the benchmark's
+    ``--rewrite``), and ``records(times, iters)``, which turns their
+    per-call times (this rank's, by key) and the calls timed per key into
+    the benchmark's records, each algorithm's result checked once (a
+    collective call: every rank makes it)."""
     world = MPI.Intracomm(comm)
     todo = bench.cases(bench_args(args, world), comm.size)
-    calls: dict = {}
+    calls = {}
     for i, case in enumerate(todo):
         algorithms = hand_built(case.spec.name)
-        for _ in range(args.placements):
-            bufs = make_buffers(case, comm.rank, comm.size)
-            made = {a: caller(comm, case, bufs, a) for a in algorithms}
-            for a, call in rewriting(case, bufs, made, comm.rank).items():
-                calls[(i, a)] = (*calls.get((i, a), ()), call)
+        bufs = make_buffers(case, comm.rank, comm.size)
+        made = {a: caller(comm, case, bufs, a) for a in algorithms}
+        calls.update({(i, a): call for a, call in
+                      rewriting(case, bufs, made, comm.rank).items()})
 
     def records(times: dict, iters: int) -> list[dict]:
         return [record(comm, todo[i], a, summarize(world, times[(i, a)]),

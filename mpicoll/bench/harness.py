@@ -180,48 +180,27 @@ def time_batch(world, call, n: int) -> np.ndarray:
 
 
 def warm_up(world, calls: dict, warmup: int) -> float:
-    """Run each call ``warmup`` times (at least once; every placement of
-    a name, :func:`timed_rounds`); seconds for one call of each name,
-    added up (the slowest rank's): what one iteration of every algorithm
-    costs. A call's cost is the median of its warm-up calls (of its
-    first placement), so a first call's one-off work (a plan compiled, a
-    GPU kernel built) does not count as the cost of every call."""
-    total = 0.0
-    for call in calls.values():
-        first, *others = placements(call)
-        total += float(np.median(time_batch(world, first, max(1, warmup))))
-        for other in others:
-            time_batch(world, other, max(1, warmup))
-    agreed = np.array([total])
-    world.Allreduce(MPI.IN_PLACE, agreed, MPI.MAX)
-    return float(agreed[0])
-
-
-def placements(call) -> tuple:
-    """The calls a name of :func:`timed_rounds` stands for: a tuple of
-    calls as it is, one call alone."""
-    return call if isinstance(call, tuple) else (call,)
+    """Run each call ``warmup`` times (at least once); seconds for one call
+    of each, added up (the slowest rank's): what one iteration of every
+    algorithm costs. A call's cost is the median of its warm-up calls, so
+    a first call's one-off work (a plan compiled, a GPU kernel built)
+    does not count as the cost of every call."""
+    total = np.array([sum(float(np.median(time_batch(
+        world, call, max(1, warmup)))) for call in calls.values())])
+    world.Allreduce(MPI.IN_PLACE, total, MPI.MAX)
+    return float(total[0])
 
 
 def timed_rounds(world, calls: dict, iters: int,
                  rounds: int = ROUNDS) -> dict[str, np.ndarray]:
     """``iters`` timed calls per name in ``calls``, in (at most)
-    ``rounds`` interleaved visits each. A name's value is one call, or
-    a tuple of *placements*: the same call on buffers of its own each
-    (separately allocated, and with scratch of their own), which its
-    visits take in turn (visit ``v`` the ``v % len``-th), so that its
-    times pool over where its buffers landed in memory. On the 2-vCPU
-    development VM one collective on one set of buffers was timed up to
-    1.7 times another set's, interleaved in one run (``python
-    bench/placements.py``, docs/simulation.md); a time of one placement
-    is as much where its pages landed as what the call costs."""
+    ``rounds`` interleaved visits each."""
     rounds = max(1, min(rounds, iters))
     per_round = [iters // rounds + (i < iters % rounds) for i in range(rounds)]
     times = {name: [] for name in calls}
-    for visit, n in enumerate(per_round):
+    for n in per_round:
         for name, call in calls.items():
-            each = placements(call)
-            times[name].append(time_batch(world, each[visit % len(each)], n))
+            times[name].append(time_batch(world, call, n))
     return {name: np.concatenate(t) for name, t in times.items()}
 
 

@@ -165,3 +165,26 @@ def test_one_way_bench_prints_every_size(capsys):
         assert all(len(r) == 7 for r in numbers)
     else:
         assert out == ""
+
+
+def test_placements_bench_prints_each_set_and_the_pools(capsys):
+    """bench/placements.py: per size, the 5th percentile and the median
+    of each set of buffers (as many numbers as sets) and of the pools,
+    each line ending with how far apart they are. No time is asserted."""
+    from scripts import load
+
+    placements = load("placements")
+    assert placements.main(["--sizes", "4K,64K", "--sets", "4", "--pool",
+                            "2", "--iters", "16"]) == 0
+    out = capsys.readouterr().out
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        rows = [line.split(":") for line in out.splitlines()
+                if line and line[0] != "#"]
+        assert len(rows) == 2 * 4  # 2 sizes x (sets, pools) x (p5, p50)
+        for head, numbers in rows:
+            values, apart = numbers.split("max/min")
+            pooled = "pooled" in head
+            assert len(values.split()) == (2 if pooled else 4)
+            assert float(apart) >= 1.0
+    else:
+        assert out == ""

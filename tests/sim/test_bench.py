@@ -7,7 +7,7 @@ import pytest
 
 from mpicoll.bench.cli import cases, flat, main, parse_args, parse_size, sizes
 from mpicoll.bench.cli import summary
-from mpicoll.bench.harness import Case, make_buffers, timed_rounds, warm_up
+from mpicoll.bench.harness import Case, make_buffers
 from mpicoll.bench import plot as plotting
 from mpicoll.bench.specs import OPS, SPECS
 from mpicoll.schedule.layout import buffer_lengths
@@ -177,27 +177,6 @@ def test_budget_split():
     assert _Budget(0, todo).next(0) is None
     share = _Budget(8.0, todo).next(0)
     assert 1.9 < share <= 2.0  # 8 s / 2 collectives / 2 sizes
-
-
-def test_placements_take_the_visits_in_turn():
-    """A name's tuple of placements: warm-up runs every one, and visit v
-    times the (v % k)-th; a lone call is every visit's."""
-    from mpi4py import MPI
-
-    made = []
-
-    def call(tag):
-        return lambda: made.append(tag)
-
-    calls = {"three": (call(0), call(1), call(2)), "one": call("one")}
-    warm_up(MPI.COMM_SELF, calls, 2)
-    assert made == [0, 0, 1, 1, 2, 2, "one", "one"]
-    made.clear()
-    times = timed_rounds(MPI.COMM_SELF, calls, iters=8, rounds=4)
-    assert made == [0, 0, "one", "one", 1, 1, "one", "one",
-                    2, 2, "one", "one", 0, 0, "one", "one"]
-    assert {name: t.size for name, t in times.items()} == {"three": 8,
-                                                          "one": 8}
 
 
 def _record(collective, algorithm, nbytes, busbw, chosen=None, wrong=0):

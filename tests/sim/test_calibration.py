@@ -305,6 +305,40 @@ def test_validation_hits_count_the_model_and_five_choices_undone(tmp_path,
         f"pairwise, ring at {n} B); median ratio by size: 512K 1.00\n")
 
 
+def test_validation_hits_over_runs_take_each_cell_s_median(tmp_path,
+                                                          capsys):
+    """``--runs DIR``: each run of DIR/repeats predicted with its own
+    calibration, a cell counted within when its median ratio over the
+    runs is. Three runs of two cells measured at 1/0.6, 1/1.0 and 1/1.1
+    of the prediction (ring) and 1/1.0, 1/1.5, 1/1.4 (pairwise): the
+    ring's median is 1.0 and the pairwise one's 1.4, so 1 of 2 cells
+    within, though no run had every cell within."""
+    hits = load("validation_hits")
+    runs = tmp_path / "repeats"
+    runs.mkdir()
+    cal = calibration(extra={"write": local_points(0.1)})
+    net, n = cal.network("sum", "float32"), 1 << 19
+    write = writing(cal, "cal")
+    for k, ratios in enumerate(((0.6, 1.0), (1.0, 1.5), (1.1, 1.4)), 1):
+        cal.save(str(runs / f"{k}-cal.json"))
+        rows = []
+        for a, ratio in zip(("ring", "pairwise"), ratios):
+            row = {"collective": "reduce_scatter_block", "algorithm": a,
+                   "nranks": 2, "count": n // 4, "nbytes": n,
+                   "dtype": "float32", "root": None}
+            row["measured_us"] = 1e6 * (predict(
+                "reduce_scatter_block", a, 2, n // 4, 4, net)
+                + write(rewritten(row) * 4)) / ratio
+            rows.append(row)
+        (runs / f"{k}-rows.json").write_text(json.dumps({"rows": rows}))
+    assert hits.main(["--runs", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == (
+        "over 3 runs: the median ratio of 1 of 2 cells within ±30%; every "
+        "cell within in 0 of 3 runs; furthest by median: "
+        "reduce_scatter_block pairwise 512K 1.40, reduce_scatter_block ring "
+        "512K 1.00\n")
+
+
 def test_refit_is_the_fit_of_the_points():
     """refit() fits a calibration again from its raw points: the same
     calibration; a bend between the last two sizes gets a range of its
