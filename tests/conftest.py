@@ -48,7 +48,8 @@ def pytest_configure(config):
 # buffer forms and exceptions against mpi4py, torch.distributed's face,
 # the device path, the benchmark's harness, the docs' examples. None of
 # that changes with the rank count past the odd, even, power-of-two and
-# unequal-halves cases 1 to 4 ranks give (3 in check mode), while 5 and 8
+# unequal-halves cases 1 to 4 ranks give (CI runs 1 to 3, 3 in check
+# mode; tests/run-all.sh says why not 4), while 5 and 8
 # ranks on CI's 2 cores make each call several times slower; the
 # algorithms' own tests run at every count.
 INTERFACE_RANKS = 4
