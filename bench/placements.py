@@ -36,6 +36,7 @@ VISITS = 8  # interleaved visits of every set
 
 
 def parse(argv=None):
+    """The arguments (module docstring); usage errors exit 2."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("-c", "--collective", default="allreduce",
                    choices=sorted(SPECS))
@@ -47,14 +48,18 @@ def parse(argv=None):
     p.add_argument("--pool", type=int, default=4,
                    help="sets pooled in the second table; default 4")
     p.add_argument("--iters", type=int, default=0,
-                   help="calls per set (0: 400 up to 1 MiB, 40 above)")
+                   help=f"calls per set, at least {VISITS} (0: 400 up to "
+                        "1 MiB, 40 above)")
     args = p.parse_args(argv)
     if args.sets < 1 or args.pool < 1 or args.sets % args.pool:
         p.error("--sets must be a positive multiple of --pool")
+    if args.iters and args.iters < VISITS:
+        p.error(f"--iters must be 0 or at least {VISITS} (a call per visit)")
     return args
 
 
 def spread(values: list[float]) -> str:
+    """The values (µs) and how far apart they are: largest over smallest."""
     return (" ".join(f"{v:7.1f}" for v in values)
             + f"   max/min {max(values) / min(values):.2f}")
 
@@ -85,8 +90,8 @@ def main(argv=None) -> int:
                 times[k].append(time_batch(world, call, iters // VISITS))
         single = [summarize(world, np.concatenate(times[k]))
                   for k in calls]
-        # a pool's visit v: its (v % pool)-th set's, as --placements
-        # takes them: as many calls as one set's
+        # a pool's visit v is its (v % pool)-th set's: as many calls as
+        # one set has
         step = args.sets // args.pool
         pooled = [summarize(world, np.concatenate(
             [times[g + (v % args.pool) * step][v] for v in range(VISITS)]))
