@@ -2,7 +2,7 @@
 
     mpiexec -n 2 python bench/composition.py [--sizes 64K,256K,1M] [--iters N]
 
-The cost model (``mpicoll.model``) prices a round of a schedule as the sum
+The cost model (``mpicoll.model.cost``) prices a round of a schedule as the sum
 of what ``python -m mpicoll.calibrate`` times alone: a fresh exchange (a
 copy of new bytes into the send buffer, then the exchange, less the copy)
 and, after it, a reduction (``recv = tmp + send``, float32 sum, out of
@@ -26,10 +26,10 @@ from mpi4py import MPI
 
 from mpicoll.bench.cli import parse_size
 from mpicoll.bench.harness import summarize, timed_rounds, warm_up
-from mpicoll.calibrate import TAG, one_round
-from mpicoll.ops import builtin_op
+from mpicoll.bench.calibrate import TAG, one_round
+from mpicoll.schedule.ops import builtin_op
 from mpicoll.schedule.core import Span
-from mpicoll.schedule.executor import run
+from mpicoll.engine.executor import run
 
 SUM = builtin_op("sum")
 

@@ -38,7 +38,7 @@ step() {  # step NAME SECONDS COMMAND...: run it, log to OUTDIR/NAME.txt
     date -u
     nvidia-smi -L
     "$py" -c 'import cupy, mpi4py, numpy; from mpi4py import MPI
-import mpicoll.cuda as c
+import mpicoll.device.cuda as c
 print("cupy", cupy.__version__, "CUDA runtime",
       cupy.cuda.runtime.runtimeGetVersion(), "| mpi4py", mpi4py.__version__,
       "|", MPI.Get_library_version().splitlines()[0], "| numpy",

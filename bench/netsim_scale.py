@@ -1,4 +1,4 @@
-"""mpicoll.netsim at large rank counts: one program, every network family.
+"""mpicoll.sim.simgrid at large rank counts: one program, every network family.
 
     python bench/netsim_scale.py --ranks 65536 --keep 4 --symmetric \\
         --simgrid "$(scripts/simgrid41.sh --print-dir)" \\
@@ -11,9 +11,9 @@
 for every network; at 65,536 ranks building them takes about as long as
 simulating them (a ring's 131,070 rounds, for rank 0 and the sampled
 ranks that ``--symmetric`` checks). This builds each algorithm's program
-once per size (:mod:`mpicoll.netsim.program`, the same calls as
-:func:`mpicoll.netsim.simulate`) and replays it on each ``--network``
-(:func:`mpicoll.netsim.run_program`), one after another. One line per
+once per size (:mod:`mpicoll.sim.simgrid.program`, the same calls as
+:func:`mpicoll.sim.simgrid.simulate`) and replays it on each ``--network``
+(:func:`mpicoll.sim.simgrid.run_program`), one after another. One line per
 run: the predicted time, the flows simulated and the rounds charged
 without being simulated, the symmetry used (``exact``: none), the peer
 offsets kept (``--sample-peers``; ``all``), the seconds it took to build
@@ -43,10 +43,10 @@ from mpicoll.bench.cli import parse_size
 from mpicoll.bench.specs import SPECS
 from mpicoll.coll import lookup
 from mpicoll.coll.registry import Phase
-from mpicoll.netsim import parse, run_program
-from mpicoll.netsim.driver import one_after_another
-from mpicoll.netsim.program import build, network_sigs, sig
-from mpicoll.simulate_cli import torus_dims
+from mpicoll.sim.simgrid import parse, run_program
+from mpicoll.sim.simgrid.driver import one_after_another
+from mpicoll.sim.simgrid.program import build, network_sigs, sig
+from mpicoll.sim.predict import torus_dims
 
 GAMMA = 1e-10  # s per byte reduced: python -m mpicoll.simulate's default
 ITEMSIZE = 4  # float32
@@ -59,7 +59,7 @@ def program(collective: str, algorithm: str, size: int, count: int,
     """The flows of ``algorithm`` on ``size`` ranks (rank r on node
     ``nodes[r]``; ``dims``: a Cartesian algorithm's grid; ``peers``: the
     sampled offsets kept; ``params``: the builder's, ``root=`` included)
-    and the symmetry used, as :func:`mpicoll.netsim.simulate` builds them."""
+    and the symmetry used, as :func:`mpicoll.sim.simgrid.simulate` builds them."""
     alg = lookup(collective, algorithm)
 
     def rank_sig(rank):

@@ -3,7 +3,7 @@
 
     mpiexec -n 2 python -m mpi4py bench/one_way.py [--budget 60]
 
-The calibration (:mod:`mpicoll.calibrate`) prices every message from
+The calibration (:mod:`mpicoll.bench.calibrate`) prices every message from
 *exchanges*: ranks 0 and 1 swap ``n`` fresh bytes in one round, both
 directions at once. A broadcast's messages go one way. On shared memory
 the two directions of an exchange might share the memory bandwidth, so
@@ -45,9 +45,9 @@ from mpi4py import MPI
 import mpicoll
 from mpicoll.bench.harness import fit_iterations, summarize, timed_rounds, \
     warm_up
-from mpicoll.calibrate import TAG, copying, exchange, one_round
+from mpicoll.bench.calibrate import TAG, copying, exchange, one_round
 from mpicoll.schedule.core import Span
-from mpicoll.schedule.executor import run
+from mpicoll.engine.executor import run
 
 SIZES = [64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20]
 

@@ -7,7 +7,7 @@ A synthetic backward pass: ``--layers`` dense layers of ``--size`` x
 ``--size`` weights and a batch of ``--batch`` rows; layer ``l`` (last
 first) computes its weight gradient ``A_l^T dY`` and passes ``dY W_l^T``
 down, two matrix products per layer. The gradients are averaged over the
-ranks by a :class:`mpicoll.bucketing.GradientBucketer` with buckets of
+ranks by a :class:`mpicoll.parallel.bucketing.GradientBucketer` with buckets of
 ``--bucket-kb``. Four ways of running a step, interleaved step by step
 (the VM's speed changes hit all alike), each after a barrier:
 
@@ -40,7 +40,7 @@ On a GPU (``--device cuda``: CuPy arrays, the rest unchanged) the matrix
 products and the bucket copies run on the current stream (the compute
 stream) and each bucket's all-reduce on the communicator's mpicoll
 stream, which waits on the compute stream only up to the bucket's launch
-(:mod:`mpicoll.devicecall`). Timestamps are CUDA events recorded on the
+(:mod:`mpicoll.device.rules`). Timestamps are CUDA events recorded on the
 compute stream (:class:`CudaClock`): a layer's span is when the GPU ran
 its two products, not when the host launched them. A step ends with the
 compute stream waiting on every bucket (the bucketer's ``wait``) and the
@@ -67,7 +67,7 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll.bench.device import unavailable
-from mpicoll.bucketing import GradientBucketer
+from mpicoll.parallel.bucketing import GradientBucketer
 
 MODES = ("compute", "comm", "serial", "overlapped")
 

@@ -301,7 +301,7 @@ def main(argv=None) -> int:
     from mpi4py import MPI
 
     import mpicoll
-    from mpicoll.bench import plot as plotting
+    from mpicoll.cli import plot as plotting
     from mpicoll.bench.cli import header, sizes
     from mpicoll.bench.harness import Case
     from mpicoll.bench.specs import SPECS

@@ -11,20 +11,20 @@
     python bench/ringflow.py --ranks 65536 -c alltoall -a linear \\
         --network dragonfly:16,16,16,16
 
-Prices each algorithm with :mod:`mpicoll.netsim.ringflow` (every round's
+Prices each algorithm with :mod:`mpicoll.sim.simgrid.ringflow` (every round's
 flows on a ring of nodes, SimGrid's routes, link model and max-min
 shares, in closed form; ``--ranks-per-node N`` puts the ranks in blocks
 of N on ``--ranks / N`` nodes, as the simulate command does, and a
 Cartesian algorithm runs on the ring's grid) and, with ``--compare``,
 runs the exact SimGrid simulation of the same schedules beside it
-(:func:`mpicoll.netsim.simulate`, no approximation), to show where they
+(:func:`mpicoll.sim.simgrid.simulate`, no approximation), to show where they
 agree. ``--network`` takes a ``torus:..`` or ``hypercube:d`` of
 ``--ranks`` nodes instead (or a ring the closed form cannot price round
-by round): :mod:`mpicoll.netsim.torusflow` prices translation-invariant
+by round): :mod:`mpicoll.sim.simgrid.torusflow` prices translation-invariant
 rounds there, the half-way flows of even dimensions loaded as on the
 busiest links or, with ``--spread even``, spread evenly (the two bracket
 SimGrid's time); on a ``dragonfly:G,C,R,N`` of ``--ranks`` nodes
-:mod:`mpicoll.netsim.dragonflyflow` prices all-pairs rounds (the linear
+:mod:`mpicoll.sim.simgrid.dragonflyflow` prices all-pairs rounds (the linear
 all-to-all) by the dragonfly's symmetries. One line per algorithm and
 size: the network and ranks per node, the predicted µs, the rounds, the
 symmetry that gave every rank's rounds (``all-pairs`` on a dragonfly;
@@ -44,8 +44,8 @@ import time
 
 from mpicoll.bench.cli import parse_size
 from mpicoll.bench.specs import SPECS
-from mpicoll.netsim import parse, simulate, torusflow
-from mpicoll.simulate_cli import torus_dims
+from mpicoll.sim.simgrid import parse, simulate, torusflow
+from mpicoll.sim.predict import torus_dims
 
 GAMMA = 1e-10  # s per byte reduced: python -m mpicoll.simulate's default
 ITEMSIZE = 4  # float32

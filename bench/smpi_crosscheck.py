@@ -1,4 +1,4 @@
-"""Cross-check: mpicoll.netsim's predictions against SMPI's own algorithms.
+"""Cross-check: mpicoll.sim.simgrid's predictions against SMPI's own algorithms.
 
     python bench/smpi_crosscheck.py                 # the table in docs/simulation.md
     python bench/smpi_crosscheck.py -c allreduce --ranks 16 --network flat -b 1M -e 1M
@@ -10,7 +10,7 @@ SMPI (SimGrid's MPI, ``apt-get install libsimgrid-dev``: ``smpicc``,
 whose collective is one of SMPI's built-in algorithms, picked by name
 (``--cfg=smpi/allreduce:lr``); ``python -m mpicoll.simulate --model
 simgrid`` replays our schedule of the same algorithm. Both run on the same
-platform file (:meth:`mpicoll.netsim.platform.Platform.xml`), one rank per
+platform file (:meth:`mpicoll.sim.simgrid.networks.Platform.xml`), one rank per
 node, with SimGrid's correction factors off (netsim's ``EXACT`` options,
 and ``smpi/bw-factor:0:1``, ``smpi/lat-factor:0:1``) and with no time for
 reductions (SMPI charges none: the simulation gets ``--gamma 0``). SMPI's
@@ -129,7 +129,7 @@ def smpi_times(exe: str, collective: str, algorithm: str, spec: str, p: int,
     """SMPI's simulated seconds per size for its ``algorithm``; sends
     under ``detached`` bytes detached, each costing ``overhead`` seconds
     (:func:`send_cfg`)."""
-    from mpicoll.netsim import parse
+    from mpicoll.sim.simgrid import parse
 
     plat = parse(spec)
     xml, hosts = os.path.join(folder, "platform.xml"), os.path.join(folder,

@@ -34,9 +34,9 @@ from mpi4py import MPI
 from mpicoll.bench.cli import parse_size
 from mpicoll.bench.harness import fit_iterations, summarize, timed_rounds, \
     warm_up
-from mpicoll.calibrate import TAG, copying, one_round
+from mpicoll.bench.calibrate import TAG, copying, one_round
 from mpicoll.schedule.core import Span
-from mpicoll.schedule.executor import run
+from mpicoll.engine.executor import run
 
 LENGTHS = [1 << i for i in range(8)]  # segments per train: 1 .. 128
 

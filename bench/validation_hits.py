@@ -5,18 +5,18 @@ with each of five of its choices undone, on one run's own points:
 
 ROWS is ``python -m mpicoll.calibrate --check --json``'s file, CALIBRATION
 the ``--out`` of the same run. The calibration is fitted again from its
-raw points with this checkout's code (:func:`mpicoll.calibration.refit`)
+raw points with this checkout's code (:func:`mpicoll.model.calibration.refit`)
 and every row predicted again, so a run recorded before a change of the
 model or the fit is counted as the code now stands. Prints one line:
 ``119 of 120 within ±30% (118 with α on every message of a train, 117
 with at most 4 ranges of 3 sizes or more, 115 with gamma in place for
 every reduction, 116 with one way priced as an exchange, 117 without
 the per-call cost)``: the model's trains, its out-of-place γ, its
-one-way messages and its per-call cost (:mod:`mpicoll.model`; a run
+one-way messages and its per-call cost (:mod:`mpicoll.model.cost`; a run
 recorded before the calibration measured one way or the call counts the
 same without them), and the fit's ranges as they
-were before :data:`~mpicoll.calibration.RANGES` and
-:data:`~mpicoll.calibration.MIN_POINTS` became 5 and 2, each undone
+were before :data:`~mpicoll.model.calibration.RANGES` and
+:data:`~mpicoll.model.calibration.MIN_POINTS` became 5 and 2, each undone
 alone. Then how far apart the run measured identical work: the largest
 ratio of the slowest to the fastest time among algorithms whose
 schedules are step for step the same at a size (at 2 ranks the ring,
@@ -53,10 +53,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from mpicoll.calibration import load_calibration, refit
+from mpicoll.model.calibration import load_calibration, refit
 from mpicoll.coll import lookup
-from mpicoll.model import predict
-from mpicoll.validation import TOLERANCE, rewritten, size_label, writing
+from mpicoll.model.cost import predict
+from mpicoll.bench.validation import TOLERANCE, rewritten, size_label, writing
 
 # what each count undoes: hits()'s arguments
 VARIANTS = {
@@ -84,12 +84,12 @@ def ratios(rows: list[dict], path: str, trains: bool = True,
            **fitting) -> list[float]:
     """Each row's prediction over its measured time, predicted by the
     calibration at ``path`` fitted again (``fitting``:
-    :func:`~mpicoll.calibration.refit`'s arguments), on the model with
-    ``trains`` (:class:`~mpicoll.model.Network`), with ``in_place``
+    :func:`~mpicoll.model.calibration.refit`'s arguments), on the model with
+    ``trains`` (:class:`~mpicoll.model.cost.Network`), with ``in_place``
     every reduction at the in-place γ, without ``one_way`` every message
     at an exchange's costs, without ``call`` no per-call cost. A row's
     prediction is the model's plus the write of its input, as
-    :func:`mpicoll.validation.compare` makes it."""
+    :func:`mpicoll.bench.validation.compare` makes it."""
     cal = refit(load_calibration(path), **fitting)
     if in_place:
         cal = replace(cal, gamma_out_of_place={})

@@ -9,64 +9,55 @@
     pg.all_reduce(x, op=mpicoll.ReduceOp.SUM, algorithm="auto")  # torch face
     pg.all_reduce(cupy_x, async_op=True).wait()       # CuPy, stream-ordered
     mpicoll.algorithms("allreduce")   # ['native', 'recursive_doubling', ...]
+
+Every public name loads on first use (PEP 562): ``import mpicoll`` costs
+next to nothing, and ``mpicoll.Comm`` loads the faces and the engine, not
+the cost model, the benchmark or the simulators.
 """
 
-from mpicoll.bucketing import GradientBucketer
-from mpicoll.coll.registry import algorithms
-from mpicoll.comm import Comm
-from mpicoll.cuda import cuda_aware
-from mpicoll.choosing import set_explain
-from mpicoll.errors import (
-    AlgorithmError,
-    BufferSpecError,
-    CollectiveCheckError,
-    CollectiveTimeoutError,
-    ConstraintError,
-    InvalidArgumentError,
-    MpicollError,
-    OpTypeError,
-    UnknownAlgorithmError,
-)
-from mpicoll.ops import Op
-from mpicoll.persistent import Persistent, startall
-from mpicoll.process_group import P2POp, ProcessGroup, ReduceOp
-from mpicoll.work import Work, testall, waitall
+from importlib import import_module
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "AlgorithmError",
-    "BufferSpecError",
-    "CollectiveCheckError",
-    "CollectiveTimeoutError",
-    "Comm",
-    "ConstraintError",
-    "GradientBucketer",
-    "InvalidArgumentError",
-    "Mesh",
-    "MpicollError",
-    "Op",
-    "OpTypeError",
-    "P2POp",
-    "Persistent",
-    "ProcessGroup",
-    "ReduceOp",
-    "UnknownAlgorithmError",
-    "Work",
-    "algorithms",
-    "cuda_aware",
-    "set_explain",
-    "startall",
-    "testall",
-    "waitall",
-]
+#: Each public name and the module that defines it.
+_PUBLIC = {
+    "AlgorithmError": "mpicoll.errors",
+    "BufferSpecError": "mpicoll.errors",
+    "CollectiveCheckError": "mpicoll.errors",
+    "CollectiveTimeoutError": "mpicoll.errors",
+    "Comm": "mpicoll.api.comm",
+    "ConstraintError": "mpicoll.errors",
+    "GradientBucketer": "mpicoll.parallel.bucketing",
+    "InvalidArgumentError": "mpicoll.errors",
+    "Mesh": "mpicoll.parallel.mesh",
+    "MpicollError": "mpicoll.errors",
+    "Op": "mpicoll.schedule.ops",
+    "OpTypeError": "mpicoll.errors",
+    "P2POp": "mpicoll.api.process_group",
+    "Persistent": "mpicoll.engine.persistent",
+    "ProcessGroup": "mpicoll.api.process_group",
+    "ReduceOp": "mpicoll.api.process_group",
+    "UnknownAlgorithmError": "mpicoll.errors",
+    "Work": "mpicoll.engine.work",
+    "algorithms": "mpicoll.coll.registry",
+    "cuda_aware": "mpicoll.device.cuda",
+    "set_explain": "mpicoll.select.choices",
+    "startall": "mpicoll.engine.persistent",
+    "testall": "mpicoll.engine.work",
+    "waitall": "mpicoll.engine.work",
+}
+
+__all__ = sorted(_PUBLIC)
 
 
 def __getattr__(name):
-    # Mesh loads on first use, so that ``python -m mpicoll.mesh`` runs the
-    # module fresh (runpy warns about a module the package imported).
-    if name == "Mesh":
-        from mpicoll.mesh import Mesh
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mpicoll' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # the next access is a plain attribute
+    return value
 
-        return Mesh
-    raise AttributeError(f"module 'mpicoll' has no attribute {name!r}")
+
+def __dir__():
+    return sorted([*globals(), *_PUBLIC])

@@ -77,7 +77,7 @@ class ConstraintError(AlgorithmError):
 
 
 class CollectiveCheckError(InvalidArgumentError):
-    """Check mode (:mod:`mpicoll.check`): the ranks' fingerprints of one
+    """Check mode (:mod:`mpicoll.guard.check_mode`): the ranks' fingerprints of one
     call differ, or another rank's local checks of it failed. Raised with
     the same text on every rank; ``seq`` is the call's sequence number on
     the communicator."""
@@ -89,7 +89,7 @@ class CollectiveCheckError(InvalidArgumentError):
 
 class CollectiveTimeoutError(MpicollError, TimeoutError):
     """A deadline expired: ``wait(timeout=...)`` or the communicator's
-    (:mod:`mpicoll.watchdog`). ``pending`` lists the peers not heard from
+    (:mod:`mpicoll.guard.watchdog`). ``pending`` lists the peers not heard from
     (sends not yet matched or receives not yet arrived), ``missing`` the
     ranks that had not arrived at the call, ``seq`` its sequence number
     (None for an explicit ``wait(timeout=)``)."""

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Make SimGrid (the network simulator behind mpicoll.netsim) importable from
+# Make SimGrid (the network simulator behind mpicoll.sim.simgrid) importable from
 # the project's venv: the optional extra the simulation tests need.
 #
 #     scripts/simgrid.sh            # venv: $MPICOLL_VENV or .venv
 #
 # Installs Debian's python3-simgrid (SimGrid 3.32, built for Python 3.11)
 # and libsimgrid-dev (SMPI's smpicc and smpirun, for the cross-check in
-# tests/sim/test_smpi.py; ~8 s more) with apt-get when they are missing
+# tests/serial/test_smpi.py; ~8 s more) with apt-get when they are missing
 # (through sudo unless run as root), then links ONLY the extension module
 # into the venv's site-packages; the rest of Debian's dist-packages stays
 # invisible. The venv's Python must be a 3.11 (the extension's ABI).

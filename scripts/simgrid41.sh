@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build SimGrid 4.1's Python module for the project's venv and cache it:
-# the simulator mpicoll.netsim needs for 65,536 ranks (3.32's wait is
+# the simulator mpicoll.sim.simgrid needs for 65,536 ranks (3.32's wait is
 # O(p^2) per round). It does NOT touch the venv: the 3.32 link that
 # scripts/simgrid.sh makes stays, and a simulation picks 4.1 with
 #

@@ -1,6 +1,6 @@
 """Shared test set-up.
 
-The tests live in folders by what they need (docs/testing.md): sim/, jobs/,
+The tests live in folders by what they need (docs/testing.md): serial/, jobs/,
 mpi/, gpu/, slurm/. The helper modules they import as top-level modules
 (``from mpidata import values``) stay here in tests/, which is put on
 ``sys.path`` below, whichever folder or file pytest is given.
@@ -25,8 +25,13 @@ if HELPERS not in sys.path:
     sys.path.insert(0, HELPERS)
 
 
+_with_mpi = False  # pytest-mpi's --with-mpi: run under mpiexec
+
+
 def _world_size() -> int:
-    if "mpi4py.MPI" not in sys.modules:
+    """The world's size under ``--with-mpi`` (or once something has
+    initialized MPI); 1 otherwise, without initializing MPI."""
+    if not _with_mpi and "mpi4py.MPI" not in sys.modules:
         return 1
     from mpi4py import MPI
 
@@ -35,6 +40,8 @@ def _world_size() -> int:
 
 def pytest_configure(config):
     """Give each rank its own --basetemp (ranks race on cleanup otherwise)."""
+    global _with_mpi
+    _with_mpi = bool(config.getoption("with_mpi", default=False))
     if config.option.basetemp and _world_size() > 1:
         from mpi4py import MPI
 

@@ -1,8 +1,8 @@
 """A host-memory model of CUDA streams and events, for tests without a GPU.
 
-:class:`FakeRuntime` has :class:`mpicoll.cuda.CupyRuntime`'s interface.
+:class:`FakeRuntime` has :class:`mpicoll.device.cuda.CupyRuntime`'s interface.
 Its "device arrays" are :class:`DeviceArray`, a NumPy subclass, registered
-with :func:`mpicoll.cuda.register_runtime`, so mpicoll takes the whole
+with :func:`mpicoll.device.cuda.register_runtime`, so mpicoll takes the whole
 device path with them: communication streams, events, fences, pinned
 mirrors and staging copies. MPI moves them as host memory.
 
@@ -156,7 +156,7 @@ class FakeXp:
 
 
 class FakeRuntime:
-    """:class:`mpicoll.cuda.CupyRuntime`'s interface on host memory."""
+    """:class:`mpicoll.device.cuda.CupyRuntime`'s interface on host memory."""
 
     name = "fake"
 

@@ -1,6 +1,6 @@
 """What the tests of bench/overlap.py share: the module itself, a tiny
 run's arguments, a :class:`CudaClock` on fake events, and the checks of a
-run's result; for tests/sim/test_overlap_bench.py,
+run's result; for tests/serial/test_overlap_bench.py,
 tests/mpi/test_overlap_bench_mpi.py and tests/gpu/test_overlap_gpu_mpi.py."""
 
 from __future__ import annotations

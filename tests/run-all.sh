@@ -2,7 +2,7 @@
 # The whole test suite, from a fresh machine with only Python:
 #   bash tests/run-all.sh
 # 1. creates .venv (if missing) and installs mpicoll with the MPICH wheel and
-#    the test tools; 2. lints (ruff, shellcheck); 3. tier 1: tests/sim
+#    the test tools; 2. lints (ruff, shellcheck); 3. tier 1: tests/serial
 #    (schedules simulated in one process, no MPI launcher; the network
 #    simulations on SimGrid, installed by scripts/simgrid.sh) and tests/jobs
 #    (whole mpiexec jobs started from plain pytest); 4. tier 2: tests/mpi
@@ -25,16 +25,16 @@ cd "$(dirname "$0")/.."
 # SimGrid for the network simulation tests (Debian's package, linked into
 # the venv; they skip, saying why, where it cannot be installed).
 bash scripts/simgrid.sh ||
-    echo "== SimGrid not installed: tests/sim/test_netsim.py, test_smpi.py skip"
+    echo "== SimGrid not installed: tests/serial/test_netsim.py, test_smpi.py skip"
 
-echo "== tier 1: tests/sim tests/jobs, in one process (both cores)"
-"$py" -m pytest -q -n 2 tests/sim tests/jobs
+echo "== tier 1: tests/serial tests/jobs, in one process (both cores)"
+"$py" -m pytest -q -n 2 tests/serial tests/jobs
 
 # More ranks than cores: MPICH busy-polls; yielding makes oversubscribed
 # runs ~9x faster (../shared/MACHINE-FACTS.md). MPIEXEC_TIMEOUT ends a hung
 # run; pytest-timeout (thread method) names the test that hung.
 export MPIR_CVAR_ENABLE_HEAVY_YIELD=1 MPIEXEC_TIMEOUT=600
-# Check mode (mpicoll.check) at the rank counts in MPICOLL_TEST_CHECKED
+# Check mode (mpicoll.guard.check_mode) at the rank counts in MPICOLL_TEST_CHECKED
 # (default 3 and 5): every collective of every test is first agreed by all
 # ranks, so a mismatch between ranks fails loudly. The other counts run
 # without it, as users mostly do: replayed calls only exist there.

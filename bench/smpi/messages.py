@@ -8,7 +8,7 @@ Runs one call of SMPI's algorithm paired with ours in
 ``bench/smpi_crosscheck.py`` (``PAIRS``) under ``smpirun`` with the
 cross-check's options and a Paje trace of SMPI's internal messages
 (``tracing/smpi/internals``), and matches every message of the call with
-one of our schedule's (:func:`mpicoll.netsim.program.build`): per pair of
+one of our schedule's (:func:`mpicoll.sim.simgrid.program.build`): per pair of
 ranks, in posting order, as MPI matches them. Prints, per message sorted
 by our sender's round: that round, source, destination and bytes, then
 when SMPI's sender posted it and when its receiver had it (µs from the
@@ -36,8 +36,8 @@ import smpi_crosscheck as crosscheck  # noqa: E402
 
 from mpicoll.bench.cli import parse_size  # noqa: E402
 from mpicoll.coll import lookup  # noqa: E402
-from mpicoll.netsim import parse  # noqa: E402
-from mpicoll.netsim.program import build, sig  # noqa: E402
+from mpicoll.sim.simgrid import parse  # noqa: E402
+from mpicoll.sim.simgrid.program import build, sig  # noqa: E402
 
 
 def ours(collective: str, algorithm: str, spec: str, p: int, nbytes: int

@@ -34,13 +34,13 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll import exchange
-from mpicoll.launch import node_name
-from mpicoll.bench import plot as plotting
+from mpicoll.guard import exchange
+from mpicoll.guard.launch import node_name
+from mpicoll.cli import plot as plotting
 from mpicoll.bench.device import DEVICES, unavailable
 from mpicoll.bench.harness import Case, measure
 from mpicoll.bench.specs import DTYPES, OPS, SPECS
-from mpicoll.select import rules_from_records
+from mpicoll.select.policy import rules_from_records
 
 DEFAULT_COLLECTIVES = ("allreduce", "reduce", "bcast", "allgather",
                        "reduce_scatter_block", "alltoall", "barrier")
@@ -344,7 +344,7 @@ def _times(speedup: float | None) -> str:
 
 def header(comm, argv) -> dict:
     """Where and how the run was made (collective: gathers the node names,
-    Slurm's where it gives them, as :mod:`mpicoll.launch` counts nodes)."""
+    Slurm's where it gives them, as :mod:`mpicoll.guard.launch` counts nodes)."""
     import mpi4py
 
     hosts = list(exchange.allgather(MPI.Intracomm(comm), node_name()))

@@ -4,7 +4,7 @@ They run on the flat communicator like every other schedule, ranks as
 integers; what they add is the node map ``nodes``, the node of every rank
 (``(0, 0, 1, 1, 2)``: five ranks in nodes of two), which the registry
 passes to builders registered with ``topology=True``: the MPI layer gives
-:attr:`mpicoll.context.Context.nodes`, and ``mpicoll.simulate.simulate(...,
+:attr:`mpicoll.engine.context.Context.nodes`, and ``mpicoll.sim.data.simulate(...,
 nodes=...)`` any map, to study machines one does not have. Without a map
 every rank is on one node. ``auto`` never picks these: they are reached by
 name (``algorithm=``, ``MPICOLL_<COLLECTIVE>_ALGORITHM``, a rules file).

@@ -5,7 +5,7 @@ MPI's classic point-to-point calls (``MPI_Send``, ``MPI_Isend``,
 at most ``2**31 - 1`` elements of its datatype; a larger count overflows
 inside the library (often as a negative count, a hang or a crash, not as a
 clean error). The executor moves every message as bytes (``uint8`` views,
-see :mod:`mpicoll.schedule.executor`), so the limit applies to *bytes*:
+see :mod:`mpicoll.engine.executor`), so the limit applies to *bytes*:
 any message over ``2**31 - 1`` bytes (2 GiB) is at risk. MPI-4 added
 large-count ``MPI_Send_c``-style calls taking ``MPI_Count``, and mpi4py 4
 uses them when the library provides them, but not every library does, so
@@ -20,7 +20,7 @@ unchanged.
 
 Cost: one more message per extra chunk (a few microseconds each, against
 seconds of transfer for 2 GiB); a schedule with no message above the limit
-is returned as is, and :class:`mpicoll.context.Context` only asks when a
+is returned as is, and :class:`mpicoll.engine.context.Context` only asks when a
 buffer is large enough to hold such a message, so ordinary calls pay
 nothing.
 """

@@ -18,7 +18,7 @@ from mpi4py import MPI
 import mpicoll
 from mpicoll import ProcessGroup as PG
 from mpicoll.bench.device import unavailable
-from mpicoll.cuda import cuda_aware
+from mpicoll.device.cuda import cuda_aware
 
 pytestmark = [pytest.mark.mpi,
               pytest.mark.skipif(unavailable("cuda") is not None,

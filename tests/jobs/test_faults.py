@@ -1,4 +1,4 @@
-"""Faults under a deadline (mpicoll.watchdog), each a whole MPI job run in a
+"""Faults under a deadline (mpicoll.guard.watchdog), each a whole MPI job run in a
 subprocess with a wall-clock limit (tests/faults.py has the scenarios):
 what the surviving ranks print, how soon, and the job's exit status.
 

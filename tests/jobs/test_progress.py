@@ -31,7 +31,7 @@ SCRIPT = textwrap.dedent("""
     deadline = time.monotonic() + 1.0
     while not work._execution.done and time.monotonic() < deadline:
         sum(range(1000))
-    print(f"rank {comm.rank}: thread {mpicoll.progress.enabled()}, "
+    print(f"rank {comm.rank}: thread {mpicoll.engine.progress.enabled()}, "
           f"done {work._execution.done}", flush=True)
     if mode == "wait":
         work.wait()

@@ -9,7 +9,7 @@ import pytest
 from mpi4py import MPI
 
 from mpicoll import ProcessGroup as PG
-from mpicoll.bucketing import GradientBucketer
+from mpicoll.parallel.bucketing import GradientBucketer
 from mpicoll.errors import InvalidArgumentError
 from mpidata import values
 from scripts import load

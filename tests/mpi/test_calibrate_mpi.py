@@ -9,8 +9,8 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.calibrate import main
-from mpicoll.calibration import load_calibration
+from mpicoll.bench.calibrate import main
+from mpicoll.model.calibration import load_calibration
 
 pytestmark = pytest.mark.mpi
 

@@ -1,4 +1,4 @@
-"""Tier 2: check mode (mpicoll.check). Every mismatch between the ranks'
+"""Tier 2: check mode (mpicoll.guard.check_mode). Every mismatch between the ranks'
 calls, and a local error on some ranks only, raises the same error on every
 rank before the collective runs; nothing hangs (pytest-timeout fails a
 test that would).
@@ -14,7 +14,7 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll import errors
-from mpicoll.check import describe, said
+from mpicoll.guard.check_mode import describe, said
 from mpicoll.errors import spans
 
 pytestmark = pytest.mark.mpi

@@ -271,7 +271,7 @@ def test_wait_timeout_names_the_missing_peers(comm):
 @pytest.mark.parametrize("algorithm", ["native", "ring", "recursive_doubling",
                                        "auto"])
 def test_repeated_calls_on_the_same_buffers(comm, algorithm):
-    """Repeats replay the checked call (mpicoll.comm.Comm._replayed): the
+    """Repeats replay the checked call (mpicoll.api.comm.Comm._replayed): the
     results must follow the buffers' new contents, and a dtype reassigned in
     place must not reuse the old plan."""
     p, r = comm.size, comm.rank
@@ -307,7 +307,7 @@ def test_repeated_calls_on_the_same_buffers(comm, algorithm):
                                        "auto"])
 def test_repeated_nonblocking_calls_on_the_same_buffers(comm, algorithm):
     """Nonblocking repeats relaunch the checked call
-    (mpicoll.engine.Engine.restarted): results follow the buffers, a
+    (mpicoll.engine.engine.Engine.restarted): results follow the buffers, a
     relaunch while the previous one is still in flight on other buffers
     is its own call, and a dtype reassigned in place is parsed anew."""
     p, r = comm.size, comm.rank
@@ -376,7 +376,7 @@ def outcome(call, comm):
 
 def test_calls_on_new_arrays_alike_to_an_earlier_one(comm):
     """A native call on new arrays alike to an earlier call's (same dtype
-    and shape, plain, contiguous, writeable: mpicoll.replay) makes the
+    and shape, plain, contiguous, writeable: mpicoll.engine.replay) makes the
     library's call at once; its results follow the new arrays, and a call
     that differs in any way the full parse looks at (overlap, read-only
     or strided output, dtype, op, the same array twice) gives what a

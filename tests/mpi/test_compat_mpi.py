@@ -2436,9 +2436,9 @@ def test_messages_cross_faces(h):
 
 #: lowercase names mpicoll overrides on purpose (not behaviour changes)
 DOCUMENTED_OVERRIDES = {
-    "free": "also releases mpicoll's private duplicate (mpicoll/comm.py)",
+    "free": "also releases mpicoll's private duplicate (mpicoll/api/comm.py)",
 }
-#: uppercase non-collective names mpicoll overrides (mpicoll/comm.py: the
+#: uppercase non-collective names mpicoll overrides (mpicoll/api/comm.py: the
 #: buffer point-to-point calls, for device buffers; Free)
 P2P_OVERRIDES = {"Send", "Recv", "Isend", "Irecv", "Sendrecv",
                  "Sendrecv_replace", "Ssend", "Bsend", "Rsend", "Issend",

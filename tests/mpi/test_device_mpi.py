@@ -18,8 +18,8 @@ from mpi4py import MPI
 import fakecuda
 import mpicoll
 from mpicoll import ProcessGroup as PG
-import mpicoll.schedule.device
-from mpicoll import cuda
+import mpicoll.device.steps
+from mpicoll.device import cuda
 from mpidata import values
 
 pytestmark = [pytest.mark.mpi, pytest.mark.interface]
@@ -336,8 +336,8 @@ def test_repeated_calls_reuse_their_plan(runtime, comm, mode, monkeypatch,
         compiled.append(name)
         return compile_device(*args, **kwargs)
 
-    compile_device = mpicoll.context.compile_device
-    monkeypatch.setattr(mpicoll.context, "compile_device", counting)
+    compile_device = mpicoll.engine.context.compile_device
+    monkeypatch.setattr(mpicoll.engine.context, "compile_device", counting)
     p, n = comm.size, N * comm.size
     x = fakecuda.device_array(np.zeros(n))
     y = fakecuda.device_array(np.zeros(n if name != "Allgather" else n * p))
@@ -369,7 +369,7 @@ def test_repeated_calls_reuse_their_plan(runtime, comm, mode, monkeypatch,
 def test_messages_cut_into_pieces(runtime, comm, mode, monkeypatch,
                                   algorithm):
     """Pieces of 64 bytes: many per message, each staged on its own."""
-    monkeypatch.setattr(mpicoll.schedule.device, "PIECE_BYTES", 64)
+    monkeypatch.setattr(mpicoll.device.steps, "PIECE_BYTES", 64)
     x = values(comm.rank, 1000, "float64")
     want = x.copy()
     PG(comm).all_reduce(want, algorithm=algorithm)

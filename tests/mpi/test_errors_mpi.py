@@ -177,8 +177,8 @@ def test_explain_form_and_in_place(comm):
 
 def by_model(comm, nbytes: int) -> dict:
     """The default cost model's prediction for each allreduce candidate."""
-    from mpicoll.formulas import estimate
-    from mpicoll.select import BEYOND_PAIR, environment_cost_model
+    from mpicoll.model.formulas import estimate
+    from mpicoll.select.policy import BEYOND_PAIR, environment_cost_model
 
     network = environment_cost_model().network
     return {name: estimate("allreduce", name, comm.size, nbytes, network)
@@ -201,7 +201,7 @@ def test_auto_rules(comm):
         assert medium.algorithm.name == "recursive_doubling"
         assert large.algorithm.name == "rabenseifner"
         assert "default rule" in large.reason
-    else:  # the cost model's fastest candidate (mpicoll.select.BEYOND_PAIR)
+    else:  # the cost model's fastest candidate (mpicoll.select.policy.BEYOND_PAIR)
         for choice, nbytes in ((medium, 8 << 14), (large, 8 << 22)):
             times = by_model(comm, nbytes)
             assert choice.algorithm.name == min(times, key=times.get)

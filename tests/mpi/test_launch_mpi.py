@@ -1,6 +1,6 @@
-"""The launch check (``mpicoll.launch``) under a real launcher: mpiexec
+"""The launch check (``mpicoll.guard.launch``) under a real launcher: mpiexec
 here, srun in slurm/test.sbatch (tests/slurm/test_slurm.py runs it there).
-Its logic on made-up environments is tests/sim/test_launch.py."""
+Its logic on made-up environments is tests/serial/test_launch.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from mpicoll.launch import launched_size, main
+from mpicoll.guard.launch import launched_size, main
 
 
 @pytest.mark.mpi

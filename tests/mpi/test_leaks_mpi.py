@@ -53,21 +53,21 @@ from mpi4py import MPI
 import fakecuda
 import mpicoll
 import mpicoll.coll.registry
-import mpicoll.context
-import mpicoll.devicecall
-import mpicoll.engine
+import mpicoll.engine.context
+import mpicoll.device.rules
+import mpicoll.engine.engine
 import mpicoll.errors
-import mpicoll.message
-import mpicoll.mpi_ops
-import mpicoll.msgops
-import mpicoll.progress
-import mpicoll.replay
+import mpicoll.args.message
+import mpicoll.args.mpi_ops
+import mpicoll.args.checks
+import mpicoll.engine.progress
+import mpicoll.engine.replay
 from mpicoll import ProcessGroup as PG
-from mpicoll import cuda
+from mpicoll.device import cuda
 from mpicoll.collectives import COLLECTIVES
-from mpicoll.context import CompiledPlan, Context
+from mpicoll.engine.context import CompiledPlan, Context
 from everycall import BLOCK, mpi4py_args, nonblocking, torch_call
-from mpicoll.schedule.executor import Execution
+from mpicoll.engine.executor import Execution
 
 RANKS = 2
 pytestmark = [
@@ -123,7 +123,7 @@ LIVE_SLACK = 2
 # is a generous bound for a choice cache, ~0.5 MB per communicator).
 DISTINCT = 2_048
 CACHE_BOUND = 1_024
-HELD_BOUND = 16  # mpicoll.devicecall._held entries (see caches())
+HELD_BOUND = 16  # mpicoll.device.rules._held entries (see caches())
 
 
 # ----------------------------------------------------------------- set-up
@@ -207,36 +207,36 @@ def caches(comm) -> dict[str, tuple[int, int | None]]:
     not grow once warm, nor hold more than CACHE_BOUND entries after
     DISTINCT kinds of call."""
     engine, ctx = comm._engine, comm._engine.ctx
-    progress = mpicoll.progress._engine
+    progress = mpicoll.engine.progress._engine
     build = mpicoll.coll.registry._build.cache_info()
     return {
         "engine._choices": (len(engine._choices),
-                            min(mpicoll.choosing.CHOICES, CACHE_BOUND)),
+                            min(mpicoll.select.choices.CHOICES, CACHE_BOUND)),
         "engine._checked": (len(engine._checked),
-                            min(mpicoll.choosing.CHOICES, CACHE_BOUND)),
+                            min(mpicoll.select.choices.CHOICES, CACHE_BOUND)),
         "engine._replays": (len(engine._replays),
-                            min(mpicoll.replay.REPLAYS, CACHE_BOUND)),
+                            min(mpicoll.engine.replay.REPLAYS, CACHE_BOUND)),
         "engine._alike": (len(engine._alike),
-                          min(mpicoll.replay.REPLAYS, CACHE_BOUND)),
+                          min(mpicoll.engine.replay.REPLAYS, CACHE_BOUND)),
         "engine._restarts": (len(engine._restarts),
-                             min(mpicoll.replay.REPLAYS, CACHE_BOUND)),
+                             min(mpicoll.engine.replay.REPLAYS, CACHE_BOUND)),
         "context._plans": (len(ctx._plans),
-                           min(mpicoll.context.PLANS, CACHE_BOUND)),
+                           min(mpicoll.engine.context.PLANS, CACHE_BOUND)),
         "context._copies": (len(ctx._copies),
-                            min(mpicoll.context.PLANS, CACHE_BOUND)),
+                            min(mpicoll.engine.context.PLANS, CACHE_BOUND)),
         "context._streams": (len(ctx._streams), None),
         "comm._subcomms": (len(comm._subcomms), None),
         "progress._active": (0 if progress is None else
                              len(progress._active), None),
         # device calls' objects until their end event: pruned at each
         # device call, so a few calls' worth once the streams are idle
-        "devicecall._held": (len(mpicoll.devicecall._held), HELD_BOUND),
+        "devicecall._held": (len(mpicoll.device.rules._held), HELD_BOUND),
         # an lru_cache of schedules: bounded by construction, unless
         # its maxsize is None
         "registry._build": (build.currsize, build.maxsize or CACHE_BOUND),
-        "mpi_ops._CONVERTED": (len(mpicoll.mpi_ops._CONVERTED), None),
-        "msgops._OPS": (len(mpicoll.msgops._OPS), None),
-        "message._FAST": (len(mpicoll.message._FAST), None),
+        "mpi_ops._CONVERTED": (len(mpicoll.args.mpi_ops._CONVERTED), None),
+        "msgops._OPS": (len(mpicoll.args.checks._OPS), None),
+        "message._FAST": (len(mpicoll.args.message._FAST), None),
         "errors._DYNAMIC": (len(mpicoll.errors._DYNAMIC), None),
         "cuda._RUNTIMES": (len(cuda._RUNTIMES), None),
     }
@@ -245,7 +245,7 @@ def caches(comm) -> dict[str, tuple[int, int | None]]:
 class _Nudge:
     """A stand-in execution, finished by its first advance: the progress
     thread keeps its last pass's list (``active`` in
-    ``mpicoll.progress.Engine._loop``) until its next pass, however many
+    ``mpicoll.engine.progress.Engine._loop``) until its next pass, however many
     executions finished in it; a pass over this one leaves only it there
     (that retention is bounded, so not counted as a leak here; see the
     report of issue 13)."""
@@ -260,7 +260,7 @@ class _Nudge:
 def settle() -> None:
     """Let the progress thread drop what it finished (and its last pass's
     list); wait for the fake device streams; collect garbage."""
-    progress = mpicoll.progress._engine
+    progress = mpicoll.engine.progress._engine
     if progress is not None:
         deadline = time.monotonic() + 5
         for nudge in (None, _Nudge()):
@@ -433,13 +433,13 @@ def test_device_path_leaves_nothing(comm, device_runtime, monkeypatch):
     from test_device_mpi import CASES
 
     launched = [0]
-    real = mpicoll.engine.Engine.launch_device
+    real = mpicoll.engine.engine.Engine.launch_device
 
     def counted(self, *args, **kwargs):
         launched[0] += 1
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(mpicoll.engine.Engine, "launch_device", counted)
+    monkeypatch.setattr(mpicoll.engine.engine.Engine, "launch_device", counted)
     runs = []
     for collective, run in CASES.values():
         for alg in mpicoll.algorithms(collective):

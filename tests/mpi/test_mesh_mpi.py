@@ -1,8 +1,8 @@
 """Tier 2: ``mpicoll.Mesh`` on real MPI, at whatever world size runs it.
 
 MPI's ``Create_cart`` / ``Cart_sub`` / ``Cart_shift`` must agree with the
-pure arithmetic of :class:`mpicoll.mesh.Layout` (what ``python -m
-mpicoll.mesh`` prints); collectives run on each dimension's Comm; a mesh
+pure arithmetic of :class:`mpicoll.parallel.mesh.Layout` (what ``python -m
+mpicoll.parallel.mesh`` prints); collectives run on each dimension's Comm; a mesh
 that differs between ranks raises the same error on every rank.
 """
 
@@ -18,7 +18,7 @@ from mpi4py import MPI
 import mpicoll
 from mpicoll import ProcessGroup as PG
 from mpicoll.errors import InvalidArgumentError
-from mpicoll.mesh import Layout
+from mpicoll.parallel.mesh import Layout
 
 pytestmark = pytest.mark.mpi
 

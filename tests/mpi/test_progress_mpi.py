@@ -1,4 +1,4 @@
-"""Tier 2 for the progress thread (:mod:`mpicoll.progress`): hand-built
+"""Tier 2 for the progress thread (:mod:`mpicoll.engine.progress`): hand-built
 nonblocking collectives advance while the caller computes without calling
 anything; results, timeouts and errors are as without it; turned off, the
 old progress-on-test/wait returns.
@@ -17,8 +17,8 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll import ProcessGroup as PG
-from mpicoll import progress
-from mpicoll.schedule.executor import EAGER_BYTES
+from mpicoll.engine import progress
+from mpicoll.engine.executor import EAGER_BYTES
 from mpidata import values
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(60)]

@@ -1,10 +1,10 @@
 """Tier 2: repeated nonblocking and persistent calls against mpi4py.
 
 A repeated ``I*`` call on the very same objects is relaunched without
-parsing (:meth:`mpicoll.replay.Replays.restarted`; its handle a
-:class:`mpicoll.work.RequestWork` when native), and a persistent
+parsing (:meth:`mpicoll.engine.replay.Replays.restarted`; its handle a
+:class:`mpicoll.engine.work.RequestWork` when native), and a persistent
 hand-built call of one short round runs on a
-:class:`mpicoll.schedule.executor.Round`, not the generic executor. Each
+:class:`mpicoll.engine.executor.ShortRound`, not the generic executor. Each
 case here repeats calls on the same objects inside one run (so every call
 after the first takes the fast path) and is compared by
 ``tests/compat.py``'s harness with the raw mpi4py communicator on the
@@ -153,7 +153,7 @@ def test_repeated_nonblocking_calls_raise_as_mpi4py(h):
 
 def test_repeated_persistent_starts(h):
     """A prepared call started again and again on new contents (one
-    round at two ranks: the Round path), the request's answers when
+    round at two ranks: the short-round path), the request's answers when
     inactive, waitall, and use after Free."""
     def allreduce(c):
         x, y = ids(c.rank, 5), np.zeros(5, "i8")
@@ -235,7 +235,7 @@ def test_an_error_in_a_one_round_persistent_call(comm):
 
 def test_a_timed_wait_on_a_prepared_call_names_the_missing_peers(comm):
     """Rank 0 starts a prepared recursive doubling (one round at two
-    ranks: the Round path) while the others hold back: its timed wait
+    ranks: the short-round path) while the others hold back: its timed wait
     raises, naming what is pending, and the request completes later."""
     if comm.size == 1:
         pytest.skip("no peer to wait for")
@@ -262,7 +262,7 @@ def test_blocking_calls_on_new_arrays_alike_to_earlier_ones(h):
     """A blocking call on *new* arrays alike to an earlier call's (same
     dtype and shape, plain, contiguous, writeable) skips the parse: a
     native one makes the library's call at once, a hand-built one binds
-    its plan again to the new arrays (mpicoll.schedule.rebind). Results
+    its plan again to the new arrays (mpicoll.engine.rebind). Results
     follow the new arrays (1-D and 2-D, in place and not), against the
     raw communicator, for every algorithm of each collective."""
     def fresh(c, k, shape):
@@ -365,7 +365,7 @@ def test_a_kept_alike_call_beside_a_nonblocking_one_in_flight(comm):
 
 def test_calls_of_two_algorithms_on_the_same_arrays_keep_an_entry_each(comm):
     """Two algorithms (and two collectives) called in turn on the same
-    arrays each keep their own replay entry (mpicoll.replay._matching), so
+    arrays each keep their own replay entry (mpicoll.engine.replay._matching), so
     neither runs by its likeness every time after the other took its
     place."""
     if comm._settings.guard.on:
@@ -408,7 +408,7 @@ def test_pairs_of_arrays_used_in_turn_are_kept(comm, algorithm):
     after another: the later eleven, alike to the first, run by their
     likeness once, and when the very same arrays come again among the
     kind's recent calls they take the full path and are kept for replay,
-    each under its own entry (mpicoll.replay: keyed by the pair of ids;
+    each under its own entry (mpicoll.engine.replay: keyed by the pair of ids;
     with their XOR, pairs of nearby arrays took each other's entry).
     Arrays made anew for each call are never kept: once the caller drops
     them, nothing of mpicoll holds them."""

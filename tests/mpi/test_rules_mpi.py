@@ -12,7 +12,7 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll.bench import main
-from mpicoll.select import load_rules
+from mpicoll.select.policy import load_rules
 
 pytestmark = pytest.mark.mpi
 
@@ -75,7 +75,7 @@ def test_rules_file_other_size_ignored(shared, monkeypatch):
 
 def by_hand(size: int) -> bool:
     """Whether the default rule runs a small allreduce by hand: on 2 ranks
-    at MPI_THREAD_MULTIPLE (mpicoll.select.PAIR_BY_HAND)."""
+    at MPI_THREAD_MULTIPLE (mpicoll.select.policy.PAIR_BY_HAND)."""
     return size == 2 and MPI.Query_thread() == MPI.THREAD_MULTIPLE
 
 
@@ -158,8 +158,8 @@ def test_beyond_two_ranks_the_cost_model_chooses(shared, monkeypatch):
     model of MPICOLL_CALIBRATION (here a file every rank reads, with a
     huge alpha: the fewest rounds win) or of mpicoll's default; explain
     mode names the file. One and two ranks keep their rules."""
-    from mpicoll.calibration import load_calibration
-    from mpicoll.select import DEFAULT_CALIBRATION
+    from mpicoll.model.calibration import load_calibration
+    from mpicoll.model.calibration import DEFAULT_CALIBRATION
 
     size = MPI.COMM_WORLD.size
     c = mpicoll.Comm(MPI.COMM_WORLD).explain("allreduce", count=1 << 18,

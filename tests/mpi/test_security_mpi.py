@@ -3,7 +3,7 @@
 (a) No pickle on library data paths. Unpickling bytes from another
 process runs whatever they say, so mpicoll exchanges its own metadata
 (agreed counts, argument problems, node maps, mesh and bucket layouts,
-host names) as JSON in buffer collectives (:mod:`mpicoll.exchange`),
+host names) as JSON in buffer collectives (:mod:`mpicoll.guard.exchange`),
 never with mpi4py's pickling lowercase calls. While every library path
 that communicates metadata runs, pickling and unpickling raise: mpi4py's
 ``MPI.pickle`` (and ``mpi4py.util.pkl5``'s) are re-initialised with
@@ -42,7 +42,7 @@ from mpi4py.util import pkl5
 
 import mpicoll
 import mpicoll.bench
-import mpicoll.launch
+import mpicoll.guard.launch
 from everycall import mpi4py_args, nonblocking, torch_call
 from mpicoll import ProcessGroup as PG
 from mpicoll.collectives import COLLECTIVES
@@ -175,8 +175,8 @@ def run_every_metadata_path(world) -> None:
     bucketer.wait()
     np.testing.assert_allclose(grads[1], 1.0)
 
-    assert sum(mpicoll.launch.placement(comm).values()) == p
-    assert sum(mpicoll.launch.placement(world).values()) == p
+    assert sum(mpicoll.guard.launch.placement(comm).values()) == p
+    assert sum(mpicoll.guard.launch.placement(world).values()) == p
 
     for made in (mesh, group, half, fresh, nodes, comm):
         made.free()

@@ -7,7 +7,7 @@ files checked; a job whose program raises on one rank must end FAILED
 in seconds, and srun without a PMI the MPI speaks must fail the launch
 check. These run only with ``MPICOLL_TEST_SLURM=1`` (tests/run-all.sh
 sets it), as root, where Slurm is installed or apt-get can install it.
-The launch check itself: tests/sim/test_launch.py (its logic, tier 1)
+The launch check itself: tests/serial/test_launch.py (its logic, tier 1)
 and tests/mpi/test_launch_mpi.py (under mpiexec, tier 2).
 """
 from __future__ import annotations
@@ -166,7 +166,7 @@ def test_bench_multinode(cluster, tmp_path):
     assert rules["nranks"] == 4
     assert rules["rules"]["allreduce"][-1]["max_bytes"] is None
     # Explain mode: each rank says which algorithm auto ran and why (on
-    # 4 ranks, above 16 KiB: the cost model, mpicoll.select.BEYOND_PAIR).
+    # 4 ranks, above 16 KiB: the cost model, mpicoll.select.policy.BEYOND_PAIR).
     for rank in range(4):
         assert re.search(rf"^\[rank {rank}\] allreduce 65536 B: \w+ "
                          r"\(cost model \(mpicoll's default", text, re.M), text
@@ -176,8 +176,8 @@ def test_bench_multinode(cluster, tmp_path):
 def test_calibrate_both_links(cluster, tmp_path):
     """slurm/calibrate.sbatch measures two ranks on one node and one rank
     on each of two nodes; the two files then feed the simulator."""
-    from mpicoll.calibration import load_calibration
-    from mpicoll.simulate_cli import main as simulate
+    from mpicoll.model.calibration import load_calibration
+    from mpicoll.sim.predict import main as simulate
 
     job, fields, text = run_job(
         cluster, tmp_path, "calibrate.sbatch",

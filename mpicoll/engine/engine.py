@@ -1,0 +1,442 @@
+"""The engine: one call record in, the collective run.
+
+Both faces (:class:`mpicoll.Comm`, mpi4py's, and
+:class:`mpicoll.ProcessGroup`, torch.distributed's) parse their arguments
+into flat views and hand the engine a :class:`Call`. The engine chooses an
+algorithm (once per kind of call: collective, requested algorithm, bytes,
+dtype, op), then runs it:
+
+- on host or device memory (device calls follow :mod:`mpicoll.device.rules`:
+  the caller's stream is waited on, the collective's device work runs on
+  the communicator's own stream);
+- natively (``Call.native`` makes the MPI library's call on the private
+  duplicate) or as a hand-built schedule (compiled once per buffers and
+  cached by :class:`~mpicoll.engine.context.Context`);
+- blocking, nonblocking (a :class:`~mpicoll.engine.work.Work`; hand-built
+  schedules advance on the progress thread), persistent (``async_op`` is
+  :data:`~mpicoll.engine.persistent.PERSISTENT`: prepared once, a
+  :class:`~mpicoll.engine.persistent.Persistent` started many times) or
+  replayed: a blocking host
+  call remembered under its ``memo`` runs again with no parsing and no
+  choice, for a dict lookup and identity checks (:meth:`Engine.replayed`);
+- guarded (:mod:`mpicoll.guard.guarded`): in check mode each call's fingerprint is
+  agreed by every rank first (:mod:`mpicoll.guard.check_mode`), and under a deadline
+  every wait is bounded (:mod:`mpicoll.guard.watchdog`); guarded engines replay
+  nothing.
+
+One engine serves every ``mpicoll.Comm`` and ``ProcessGroup`` built on the
+same communicator object; its state is the communicator's private
+:class:`~mpicoll.engine.context.Context` and small bounded caches.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Callable, NamedTuple
+
+import numpy as np
+from mpi4py import MPI
+
+from mpicoll.engine import progress
+
+from mpicoll.guard import check_mode, exchange
+from mpicoll.select.choices import Choosing, log, log_to_stderr
+from mpicoll.engine.context import context_of, ranks_per_node
+from mpicoll.device.cuda import cuda_aware, placement
+from mpicoll.device.rules import (
+    DeviceTarget,
+    caller_ready,
+    hold_until,
+    native_steps,
+    order_caller,
+)
+from mpicoll.errors import InvalidArgumentError, OpTypeError
+from mpicoll.guard.guarded import Guard, guard_settings
+from mpicoll.args.message import named
+from mpicoll.args.mpi_ops import lent_op
+from mpicoll.engine.executor import Execution, run
+from mpicoll.select.policy import (
+    CostModel,
+    environment_cost_model,
+    environment_explain,
+    environment_overrides,
+    environment_rules,
+)
+from mpicoll.engine.persistent import PERSISTENT, prepare
+from mpicoll.engine.replay import Replays, Rerun
+from mpicoll.guard.watchdog import Watchdog
+from mpicoll.engine.work import RequestWork, ScheduleWork, Work, then
+
+class Call(NamedTuple):
+    """One parsed collective call.
+
+    ``send``/``recv`` are flat views (NumPy, or CuPy for device memory) of
+    exactly the elements sent and received on this rank (empty where the
+    rank has none); ``count`` is the schedule's count argument, shaped as
+    the collective's row says (:mod:`mpicoll.collectives`); ``native``
+    prepares the MPI library's call: ``native(nonblocking, send, recv)``
+    returns a callable making it (returning a request when nonblocking);
+    ``owners`` are the caller's objects behind the views (kept with a
+    cached plan, and alive while in flight); ``finish`` runs once the
+    result is in ``recv``; ``memo`` is the ``(name, algorithm, buf, a, b, c)`` a
+    blocking call is kept for replay under (None: never replayed; see
+    :meth:`Engine.replayed`).
+    """
+
+    collective: str
+    algorithm: str
+    send: object
+    recv: object
+    count: object
+    op: object  # mpicoll.Op or None
+    root: int
+    native: Callable
+    owners: tuple
+    finish: Callable | None = None
+    memo: tuple | None = None
+    why_native: str | None = None  # a reason "auto" must run natively
+    unstage: Callable | None = None  # unless ``given`` ran: copy the result
+    # from scratch to where the caller wants it (a derived datatype's
+    # buffer, the front of an in-place reduce-scatter's)
+    given: tuple | None = None  # (mpi4py method, args): the caller's own
+    # call, made as it is when the call runs natively on host memory
+    inplace: bool = False  # MPI.IN_PLACE (where ``send is recv`` cannot
+    # tell: a block of recv, possibly empty)
+    stage: Callable | None = None  # before every run of a hand-built
+    # schedule (replays and persistent starts too): refresh ``send`` from
+    # the caller's buffer (in-place alltoall's input copy)
+
+
+class Settings(NamedTuple):
+    """What the environment says, read once per communicator:
+    ``MPICOLL_<COLLECTIVE>_ALGORITHM`` overrides, the ``MPICOLL_RULES``
+    file (a bad one raises here), ``MPICOLL_EXPLAIN``, the node map's
+    ``MPICOLL_RANKS_PER_NODE``, the guard (check mode and deadline,
+    :mod:`mpicoll.guard.guarded`; the face's keywords override the environment)
+    and the cost model of ``MPICOLL_CALIBRATION`` or mpicoll's default."""
+
+    overrides: dict
+    rules: object
+    explain: bool
+    ranks_per_node: int | None  # MPICOLL_RANKS_PER_NODE (a bad one raises)
+    guard: Guard = Guard()
+    model: CostModel | None = None
+
+    @classmethod
+    def from_environment(cls, rank: int,
+                         guard: Guard | None = None) -> Settings:
+        return cls(environment_overrides(), environment_rules(),
+                   environment_explain(), ranks_per_node(rank),
+                   guard_settings() if guard is None else guard,
+                   environment_cost_model())
+
+
+class Engine(Replays, Choosing):
+    """Runs :class:`Call` records on one communicator (collective to
+    create: it makes the communicator's private duplicate, once);
+    repeated calls through :class:`~mpicoll.engine.replay.Replays`, choices
+    through :class:`~mpicoll.select.choices.Choosing`."""
+
+    def __init__(self, comm, settings: Settings) -> None:
+        Replays.__init__(self, guarded=settings.guard.on)
+        Choosing.__init__(self)
+        self.ctx = context_of(comm, settings.ranks_per_node)
+        self.rank = self.ctx.rank
+        self.size = self.ctx.size
+        self.thread_multiple = MPI.Query_thread() == MPI.THREAD_MULTIPLE
+        self.overrides, self.rules, self.explain, _, guard, self.model = \
+            settings
+        if self.explain:
+            log_to_stderr()
+        self.check = guard.check
+        self.watchdog = None if guard.timeout is None else Watchdog(
+            self.ctx.comm, self.rank, guard.timeout, guard.on_timeout,
+            self.ctx.monitor_tags)
+        self.active: check_mode.Active | None = None  # the call being made
+        if guard.on:  # every call checked or bounded
+            self.launch = self._guarded_launch
+
+    # --------------------------------------------------------------- run
+
+    def launch(self, call: Call, async_op: bool):
+        """Run ``call``: None when blocking, a :class:`Work` otherwise, a
+        :class:`Persistent` for ``PERSISTENT`` (a guarded engine replaces
+        it with :meth:`_guarded_launch`)."""
+        if async_op is PERSISTENT:
+            return prepare(self, call)
+        alg = self.algorithm_for(call, _form(async_op))
+        recv = call.recv
+        if type(recv) is not np.ndarray:
+            on_device = placement(recv)
+            if on_device is not None:
+                return self.launch_device(call, alg, on_device, async_op)
+        send, finish = call.send, call.finish
+        if alg.native:
+            given = call.given
+            lent = None
+            if given is None:
+                make, lent = self.native_call(call, async_op)
+                if call.unstage is not None:
+                    finish = then(call.unstage, finish)
+                if lent is not None:  # freed once the call is complete
+                    finish = then(lent.Free, finish)
+            else:
+                make = self.prepared(given[0], async_op, *given[1])
+            if async_op:
+                start = partial(RequestWork, self.where_alg(call, alg),
+                                make, finish, call.owners)
+                if call.memo is not None and lent is None:
+                    self._remember(self._restarts, call.memo, start)
+                return start()
+            make()
+            if call.memo is not None and lent is None:
+                self._remember(self._replays, call.memo, then(make, finish))
+                if given is not None and finish is None:
+                    self._remember_alike(call.memo,
+                                         getattr(self.ctx.comm, given[0]),
+                                         given[1])
+        else:
+            if call.unstage is not None:
+                finish = then(call.unstage, finish)
+            plan = self.ctx.plan(alg, call.count, call.root, call.op, send,
+                                 recv, call.owners)
+            # ``stage`` refreshes mpicoll's copies of the input for a
+            # call made again; this call's own were made when parsed.
+            if async_op:
+                start = partial(self._started, plan,
+                                where=self.where_alg(call, alg),
+                                release=partial(_release, plan, finish),
+                                owners=call.owners)
+                if call.memo is not None:
+                    self._remember(self._restarts, call.memo,
+                                   partial(start, call.stage))
+                return start(None)
+            run_steps = partial(self._run_steps, plan.steps)
+            run_steps()
+            runner = then(call.stage, run_steps)
+            if call.memo is not None:
+                self._remember(self._replays, call.memo,
+                               then(runner, finish))
+                if finish is None and call.stage is None:
+                    self._remember_alike(call.memo, Rerun(
+                        self.ctx, alg, call.count, call.root, call.op),
+                        (send, recv), flat=True)
+        if finish is not None:
+            finish()
+        return None
+
+    def _started(self, plan, stage, where, release, owners) -> Work | None:
+        """``plan`` launched as a nonblocking call (None while a previous
+        launch of it is still in flight: the caller then plans anew), on
+        the plan's last execution restarted if it had one;
+        ``release`` (:func:`_release`) runs at completion."""
+        if plan.busy:
+            return None
+        plan.busy = True
+        tag = self.ctx.next_tag()
+        if stage is not None:
+            stage()
+        execution = plan.execution
+        if execution is None:
+            execution = plan.execution = Execution(plan.steps, self.ctx.comm,
+                                                   tag)
+        else:
+            execution.restart(tag)
+        work = ScheduleWork(where, execution, release, owners)
+        if plan.background:
+            progress.submit(execution)
+        return work
+
+    # ------------------------------------------------------------ guarded
+
+    def begin(self, collective: str) -> check_mode.Active:
+        """A guarded face starts a collective call: its sequence number."""
+        self.ctx.calls += 1
+        self.active = check_mode.Active(self.ctx.calls, collective)
+        return self.active
+
+    def failed(self, error: Exception) -> None:
+        """A guarded call raised ``error`` on this rank: in check mode, if
+        the peers may be waiting at a check exchange for this rank, meet
+        them there so that they raise too."""
+        active = self.active
+        if self.check and active.open:
+            check_mode.verify(self.ctx.comm, active,
+                         {"stage": "arguments",
+                          "collective": active.collective}, error,
+                         self.complete, self.where(active.collective))
+
+    def complete(self, request) -> None:
+        """Wait for a request of the library's own, under the deadline."""
+        if self.watchdog is None:
+            request.Wait()
+        else:
+            seq, collective = (0, "exchange") if self.active is None else \
+                (self.active.seq, self.active.collective)
+            self.watchdog.complete(request, seq, collective,
+                                   self.where(collective))
+
+    def _guarded_launch(self, call: Call, async_op: bool):
+        """:meth:`launch` in check mode or under a deadline: agree on the
+        call's fingerprint, then run it as a nonblocking call that the
+        watchdog waits for (blocking) or that carries the deadline
+        (``Work.wait``). Nothing is remembered for replay."""
+        own = self.active is None  # not called through a guarded face
+        active = self.begin(call.collective) if own else self.active
+        try:
+            # the form launch (below) will run it as
+            alg = self.algorithm_for(call, _form(
+                async_op or self.watchdog is not None))
+            if self.check:
+                check_mode.verify(self.ctx.comm, active,
+                             check_mode.fingerprint(call, alg.name), None,
+                             self.complete, self.where(call.collective))
+            active.open = False
+            call = call._replace(memo=None)
+            if async_op is PERSISTENT:
+                return prepare(self, call, self.watchdog and (
+                    self.watchdog, active.seq))
+            if self.watchdog is None:
+                return Engine.launch(self, call, async_op)
+            work = Engine.launch(self, call, True)
+            work.watch(self.watchdog, active.seq)
+            if async_op:
+                return work
+            work.wait()
+            return None
+        finally:
+            if own:
+                self.active = None
+
+    def native_call(self, call: Call, mode):
+        """``(make, lent)``: the prepared native call of ``call`` on its
+        views (``mode``: False, True or ``PERSISTENT``), and the ``MPI.Op``
+        lent to a Python callable for it (the caller frees it once the
+        call is complete), else None."""
+        op = call.op
+        lent = lent_op(op)
+        try:
+            return call.native(mode, call.send, call.recv), lent
+        finally:
+            if lent is not None:
+                op.mpi_op = None
+
+    def explain_prepared(self, call: Call, alg, what: str) -> None:
+        """Explain mode's line for a prepared (persistent) call."""
+        if self.explaining():
+            log.info("[rank %d] %s: prepared %s (%s)", self.rank,
+                     call.collective, alg.name, what)
+
+    def where_alg(self, call: Call, alg) -> dict:
+        return {**self.where(call.collective), "algorithm": alg.name}
+
+    def launch_device(self, call: Call, alg, on_device, async_op: bool):
+        """:meth:`launch` for device arrays, by the rules of
+        :mod:`mpicoll.device.rules`. Not replayed: each call records its
+        events."""
+        where = self.where_alg(call, alg)
+        op = call.op
+        if op is not None and op.ufunc is None and (
+                alg.native or op.host_only):
+            raise OpTypeError(
+                f"operation {op.name!r} on device arrays: only built-in "
+                f"operations run natively, and a user MPI.Op only on host "
+                f"memory; pass a Python callable (it is given CuPy arrays) "
+                f"with a hand-built algorithm, e.g. "
+                f"algorithm='recursive_doubling'", **where)
+        runtime, device = on_device
+        target = DeviceTarget(runtime, device,
+                              self.ctx.stream(runtime, device),
+                              not cuda_aware())
+        ready = caller_ready(target)
+        plan = None
+        if alg.native:
+            (steps, end), held = native_steps(target, call.collective,
+                                              call.native, call.send,
+                                              call.recv, ready)
+        else:
+            plan = self.ctx.plan(alg, call.count, call.root, op, call.send,
+                                 call.recv, call.owners, target)
+            steps, end, held = plan.steps, plan.end, (plan,)
+        tag = self.ctx.next_tag()
+        keep = (*call.owners, *held)
+        finish = call.finish
+        if call.unstage is not None:
+            finish = then(call.unstage, finish)
+        if async_op:
+            if plan is not None:
+                plan.busy = True
+
+            def release():
+                if plan is not None:
+                    plan.busy = False
+                if finish is not None:
+                    finish()
+
+            execution = Execution(steps, self.ctx.comm, tag)
+            work = Work(where=where, execution=execution, finish=release,
+                        keep=keep, device=(target, end))
+            progress.submit(execution)
+            return work
+        run(steps, self.ctx.comm, tag)
+        order_caller(target, end)
+        hold_until(end, keep)
+        if finish is not None:
+            finish()
+        return None
+
+    def prepared(self, name: str, nonblocking: bool, *args) -> partial:
+        """The private communicator's call ``name`` (mpi4py's name, or its
+        ``I`` or ``_init`` twin) with ``args`` bound, not yet made: a
+        replayed call makes it directly, so arrays are bound as
+        :func:`~mpicoll.args.message.named` messages."""
+        if nonblocking is PERSISTENT:
+            name += "_init"
+        elif nonblocking:
+            name = "I" + name[0].lower() + name[1:]
+        return partial(getattr(self.ctx.comm, name), *map(named, args))
+
+    def _run_steps(self, steps) -> None:
+        run(steps, self.ctx.comm, self.ctx.next_tag())
+
+    # ----------------------------------------------------------- agreeing
+
+    def agree(self, collective: str, mine, theirs_from=None, root: int = 0):
+        """Every rank's ``mine`` and, from ``root``, ``theirs_from``: one
+        small allgather on the private communicator, so that all ranks see
+        the same counts and reach the same verdict on them (a count error
+        raised on one rank alone would leave the others waiting in the
+        collective)."""
+        active = self.active
+        if self.check and active is not None:
+            check_mode.verify(self.ctx.comm, active,
+                         {"stage": "counts", "collective": collective}, None,
+                         self.complete, self.where(collective))
+        rows = exchange.allgather(self.ctx.comm, (mine, theirs_from),
+                                  self.complete)
+        if active is not None:  # messages moved: a later error must meet
+            active.open = True  # the peers at the collective's exchange
+        return [m for m, _ in rows], rows[root][1]
+
+    def disagree(self, collective: str, bad) -> None:
+        """Raise, on every rank, the count disagreements ``bad`` found."""
+        if bad:
+            raise InvalidArgumentError(
+                "counts disagree between ranks: " + "; ".join(bad),
+                **self.where(collective))
+
+
+def _form(async_op) -> str:
+    """The form of a call launched with ``async_op``, as selection names
+    it."""
+    if async_op is PERSISTENT:
+        return "persistent"
+    return "nonblocking" if async_op else "blocking"
+
+
+def _release(plan, finish) -> None:
+    """A nonblocking run of ``plan`` is complete: free the plan for the
+    next, then ``finish`` (None: nothing)."""
+    plan.busy = False
+    if finish is not None:
+        finish()

@@ -1,0 +1,221 @@
+"""The progress thread: hand-built nonblocking collectives advance while
+the caller computes.
+
+MPI moves the messages of a round already posted, but only mpicoll can see
+that a round finished, run its local steps (a reduction, a copy) and post
+the next. Without help that happens only inside ``Work.test()`` /
+``wait()``. Here one daemon thread per process does it for every
+:class:`~mpicoll.engine.executor.Execution` in flight, on every
+communicator, so the caller's thread is free between launching a
+collective and waiting for it.
+
+One thread per process, not per communicator: MPI progress and the thread
+level are per process, and one thread keeps the cost the same however
+many communicators there are. It never blocks on one collective (it tests,
+and skips an execution another thread is advancing), so a slow collective
+does not hold up the others.
+
+What it costs. The thread sleeps on a condition variable while nothing is
+in flight (no CPU). It leaves a collective alone for its first
+``GRACE`` (1 ms) in flight: a caller that waits within that time (an
+``I*`` call or a persistent ``Start`` soon followed by its wait) finishes
+it in its own thread, with no hand-over between threads (a hand-over
+made an ``Iallreduce`` and its ``wait`` up to 3x the blocking call at
+128 KiB on 2 ranks; ``bench/peers.py``'s ``mpicoll nonblocking`` column
+shows what remains). Past ``GRACE`` it tests every execution in turn
+and, when no round finished, sleeps ``MIN_PAUSE`` doubling up to
+``MAX_PAUSE`` seconds (a finished round resets the pause), so an idle
+round costs a few microseconds of one core per pause, and a finished
+round waits at most ``MAX_PAUSE`` for its successor to be posted. It
+takes the GIL to run: NumPy and MPI calls release it, and while the
+caller runs pure Python the interpreter hands it over at its switch
+interval (see below), so rounds advance at that pace then.
+A blocking MPI wait would spin a core inside MPICH, which is why it
+sleeps rather than waits in MPI. While anything is in flight the
+interpreter's GIL switch interval is cut to ``SWITCH_INTERVAL`` (0.5 ms;
+restored when nothing is): MPICH copies large shared-memory messages
+inside the thread's test calls, with the GIL held, and at Python's 5 ms
+the caller's thread stalled for milliseconds at a time (in
+``bench/overlap.py``, the bucketer's launches between layers).
+
+When it runs. It needs ``MPI_THREAD_MULTIPLE`` (mpi4py's default), since
+the caller keeps making MPI calls while it tests. At a lower thread level,
+or with ``MPICOLL_PROGRESS_THREAD=0`` in the environment (read at first
+use) or :func:`set_enabled(False) <set_enabled>`, there is no thread and
+hand-built nonblocking collectives advance only inside ``test()`` /
+``wait()``, as MPI's own nonblocking collectives may. Explain mode logs
+which of the two applies, once. Blocking calls never involve the thread.
+
+At exit the thread is stopped and joined by an ``atexit`` handler, which
+runs before mpi4py finalizes MPI (mpi4py finalizes from a C-level exit
+hook, after every Python ``atexit`` handler), so no MPI call is in flight
+in the thread during ``MPI_Finalize``. Collectives still in flight at
+exit are abandoned, as MPI requests left pending would be.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import sys
+import threading
+import time
+
+from mpi4py import MPI
+
+from mpicoll.engine.executor import Execution
+
+MIN_PAUSE = 2e-5  # seconds between idle passes, doubling up to
+MAX_PAUSE = 5e-4
+GRACE = 1e-3  # seconds an execution is left to its caller after launch
+SWITCH_INTERVAL = 5e-4  # seconds: the GIL hand-over while work is in flight
+
+log = logging.getLogger("mpicoll")
+_preference: bool | None = None  # set_enabled(); None: the environment
+_environment: bool | None = None  # MPICOLL_PROGRESS_THREAD, read once
+_engine: Engine | None = None
+_start_lock = threading.Lock()
+_explained = False  # _explain_once() has logged
+
+
+class Engine:
+    """The thread and the executions it advances."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._active: list[Execution] = []
+        self._saved_interval: float | None = None
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, daemon=True,
+                                        name="mpicoll-progress")
+        self._thread.start()
+
+    def submit(self, execution: Execution) -> None:
+        execution.submitted = time.monotonic()
+        with self._cond:
+            if not self._active:
+                self._shorten_switch_interval()
+            self._active.append(execution)
+            self._cond.notify()
+
+    def _shorten_switch_interval(self) -> None:
+        """While collectives are in flight, hand the GIL over every
+        ``SWITCH_INTERVAL`` instead of Python's 5 ms: MPICH copies large
+        shared-memory messages inside the test calls, holding the GIL, and
+        a caller waiting 5 ms for it loses the time the thread saves."""
+        self._saved_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._saved_interval, SWITCH_INTERVAL))
+
+    def _restore_switch_interval(self) -> None:
+        if self._saved_interval is not None:
+            sys.setswitchinterval(self._saved_interval)
+            self._saved_interval = None
+
+    def stop(self) -> None:
+        """Stop the thread after its current pass and join it."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        pause = MIN_PAUSE
+        while True:
+            with self._cond:
+                while not self._active and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    self._restore_switch_interval()
+                    return
+                active = list(self._active)
+            moved = False
+            now = time.monotonic()
+            young = GRACE  # the least time until a young one is due
+            for execution in active:
+                age = now - execution.submitted
+                if age >= GRACE:
+                    moved |= execution.advance_if_free()
+                else:
+                    young = min(young, GRACE - age)
+            # Hold no finished execution (its plan and the caller's buffers)
+            # past this pass, asleep.
+            active = execution = None
+            with self._cond:  # also those the caller finished in wait()
+                self._active = [e for e in self._active if not e.finished]
+                if not self._active:
+                    self._restore_switch_interval()
+            if moved:
+                pause = MIN_PAUSE
+            else:  # young ones alone: wake when the first is due
+                time.sleep(young if young < GRACE else pause)
+                pause = min(2 * pause, MAX_PAUSE)
+
+
+def set_enabled(on: bool | None) -> None:
+    """Use the progress thread for collectives launched from now on (True),
+    not (False), or as ``MPICOLL_PROGRESS_THREAD`` says (None). Collectives
+    already in flight keep the mode they started with. True cannot
+    override a thread level below ``MPI_THREAD_MULTIPLE``."""
+    global _preference
+    _preference = on
+
+
+def enabled() -> bool:
+    """Whether a hand-built nonblocking collective launched now gets the
+    progress thread."""
+    global _environment
+    wanted = _preference
+    if wanted is None:
+        if _environment is None:
+            _environment = os.environ.get(
+                "MPICOLL_PROGRESS_THREAD", "1").strip().lower() not in (
+                    "0", "false", "no", "off")
+        wanted = _environment
+    return wanted and MPI.Query_thread() >= MPI.THREAD_MULTIPLE
+
+
+def submit(execution: Execution) -> bool:
+    """Hand ``execution`` to the progress thread (started on first use);
+    False, and nothing done, when the thread is off."""
+    global _engine
+    if execution.finished:
+        return False
+    if not enabled():
+        _explain_once()
+        return False
+    if _engine is None:
+        with _start_lock:
+            if _engine is None:
+                _engine = Engine()
+                atexit.register(_shutdown)
+                _explain_once()
+    _engine.submit(execution)
+    return True
+
+
+def _shutdown() -> None:
+    global _engine
+    if _engine is not None:
+        _engine.stop()
+        _engine = None
+
+
+def _explain_once() -> None:
+    """Log (INFO on the ``mpicoll`` logger: explain mode) how hand-built
+    nonblocking collectives progress, the first time one is launched."""
+    global _explained
+    if _explained:
+        return
+    _explained = True
+    if _engine is not None:
+        log.info("[mpicoll] hand-built nonblocking collectives progress on "
+                 "a background thread (MPICOLL_PROGRESS_THREAD=0 turns it "
+                 "off)")
+    else:
+        level = MPI.Query_thread()
+        why = ("turned off" if level >= MPI.THREAD_MULTIPLE else
+               f"MPI thread level {level} is below MPI_THREAD_MULTIPLE")
+        log.info("[mpicoll] no progress thread (%s): hand-built "
+                 "nonblocking collectives advance only in test()/wait()",
+                 why)

@@ -1,0 +1,106 @@
+"""Guarded faces: check mode and deadlines around every collective method.
+
+A communicator in check mode (:mod:`mpicoll.guard.check_mode`) or with a deadline
+(:mod:`mpicoll.guard.watchdog`) is an instance of a *guarded* subclass of its
+face (``mpicoll.Comm``, ``mpicoll.ProcessGroup``), made once per class by
+:func:`guarded_class`: each collective method is wrapped so that the call
+gets its sequence number on the communicator, and a local error raised
+before the call's first message meets the peers at the check exchange
+they wait in, instead of leaving them there. Unguarded communicators keep
+the plain class, so neither mode costs anything when off.
+
+Settings: ``MPICOLL_CHECK`` (``1``/``0``), ``MPICOLL_TIMEOUT`` (seconds,
+> 0) and ``MPICOLL_ON_TIMEOUT`` (``abort`` or ``raise``), overridden by the
+faces' keywords ``check=``, ``timeout=``, ``on_timeout=``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from typing import NamedTuple
+
+from mpicoll.errors import InvalidArgumentError
+from mpicoll.guard.watchdog import ACTIONS
+
+CHECK_VAR = "MPICOLL_CHECK"
+TIMEOUT_VAR = "MPICOLL_TIMEOUT"
+ON_TIMEOUT_VAR = "MPICOLL_ON_TIMEOUT"
+
+
+class Guard(NamedTuple):
+    check: bool = False
+    timeout: float | None = None  # seconds; None: no deadline
+    on_timeout: str = "abort"
+
+    @property
+    def on(self) -> bool:
+        return self.check or self.timeout is not None
+
+
+def guard_settings(check=None, timeout=None, on_timeout=None) -> Guard:
+    """The guard a face is made with: each keyword, or its environment
+    variable when the keyword is None; a bad value raises
+    :class:`~mpicoll.errors.InvalidArgumentError` (local, at creation)."""
+    if check is None:
+        check = os.environ.get(CHECK_VAR, "").strip().lower() not in (
+            "", "0", "false", "no", "off")
+    if timeout is None:
+        text = os.environ.get(TIMEOUT_VAR, "").strip()
+        timeout = _seconds(text, TIMEOUT_VAR) if text else None
+    elif timeout is not None:
+        timeout = _seconds(timeout, "timeout")
+    if on_timeout is None:
+        on_timeout = os.environ.get(ON_TIMEOUT_VAR, "").strip() or "abort"
+    if on_timeout not in ACTIONS:
+        raise InvalidArgumentError(
+            f"on_timeout ({ON_TIMEOUT_VAR}) must be one of {ACTIONS}, got "
+            f"{on_timeout!r}")
+    return Guard(bool(check), timeout, on_timeout)
+
+
+def _seconds(value, name: str) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise InvalidArgumentError(
+            f"{name} must be a positive number of seconds, got {value!r}")
+    return seconds
+
+
+_CLASSES: dict[type, type] = {}
+
+
+def guarded_class(cls: type, methods: dict[str, str]) -> type:
+    """``cls`` with each method ``name`` of ``methods`` (name ->
+    collective) guarded; made once per class."""
+    guarded = _CLASSES.get(cls)
+    if guarded is None:
+        namespace = {name: _guarded(getattr(cls, name), collective)
+                     for name, collective in methods.items()}
+        namespace.update(__module__=cls.__module__,
+                         __qualname__=cls.__qualname__, __doc__=cls.__doc__,
+                         guarded=True)  # the faces' class attribute
+        guarded = _CLASSES[cls] = type(cls.__name__, (cls,), namespace)
+    return guarded
+
+
+def _guarded(method, collective: str):
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        engine = self._engine
+        if engine.active is not None:  # a collective inside a collective
+            return method(self, *args, **kwargs)
+        engine.begin(collective)
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as exc:
+            engine.failed(exc)  # meets the peers if they may be waiting
+            raise
+        finally:
+            engine.active = None
+
+    return call

@@ -1,0 +1,132 @@
+"""The device layer's pieces, one process, no GPU: CUDA-awareness,
+placement, kernels per array module, device steps, lifetimes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fakecuda
+import mpicoll.device.steps as device_steps
+from mpicoll.device import cuda, rules as devicecall
+from mpicoll.coll.registry import lookup
+from mpicoll.schedule.ops import builtin_op, Op
+
+
+@pytest.fixture
+def runtime():
+    fake = fakecuda.FakeRuntime()
+    cuda.register_runtime(fakecuda.DeviceArray, fake)
+    yield fake
+    cuda.register_runtime(fakecuda.DeviceArray, None)
+
+
+@pytest.mark.parametrize(("setting", "want"), [("1", True), ("0", False)])
+def test_environment_decides_cuda_awareness(monkeypatch, setting, want):
+    monkeypatch.setenv("MPICOLL_CUDA_AWARE", setting)
+    monkeypatch.setattr(cuda, "library_says_cuda_aware", pytest.fail)
+    assert cuda.cuda_aware() is want
+
+
+def test_a_bad_setting_is_an_error(monkeypatch):
+    monkeypatch.setenv("MPICOLL_CUDA_AWARE", "yes")
+    with pytest.raises(ValueError, match="MPICOLL_CUDA_AWARE='yes'"):
+        cuda.cuda_aware()
+
+
+@pytest.mark.parametrize(("says", "probe", "want"), [
+    (None, None, False), (False, None, False), (True, False, False),
+    (True, True, True)])
+def test_the_library_is_asked_and_a_yes_is_probed(monkeypatch, says, probe,
+                                                  want):
+    """No probe unless the library says yes: a pointer it cannot read
+    could crash the process."""
+    monkeypatch.delenv("MPICOLL_CUDA_AWARE", raising=False)
+    monkeypatch.setattr(cuda, "_library_aware", None)
+    monkeypatch.setattr(cuda, "library_says_cuda_aware", lambda: says)
+    monkeypatch.setattr(cuda, "_round_trip",
+                        pytest.fail if probe is None else lambda: probe)
+    assert cuda.cuda_aware() is want
+
+
+def test_this_mpich_wheel_is_not_cuda_aware():
+    """The PyPI MPICH build answers the query, and says no."""
+    assert cuda.library_says_cuda_aware() is False
+
+
+def test_placement(runtime):
+    assert cuda.placement(np.zeros(3)) is None
+    assert cuda.runtime_of(np.zeros(3)) is None
+    x = fakecuda.device_array([1.0, 2.0])
+    assert cuda.placement(x) == (runtime, 0)
+    assert type(cuda.empty_like(x, 5)) is fakecuda.DeviceArray
+    assert type(cuda.empty_like(np.zeros(1), 5)) is np.ndarray
+
+
+def test_builtin_kernels_run_on_the_current_stream(runtime):
+    a, b = fakecuda.device_array([1, 5]), fakecuda.device_array([4, 2])
+    out = runtime.xp.empty(2, a.dtype)
+    stream = runtime.new_stream(0)
+    with runtime.use(0, stream):
+        builtin_op("max").kernel(runtime.xp)(a, b, out)
+    assert stream.launched == 1
+    stream.synchronize()
+    np.testing.assert_array_equal(out.view(np.ndarray), [4, 5])
+    # On NumPy a built-in op's kernel is the ufunc itself (its output the
+    # third argument), except where NumPy wants the output by keyword.
+    assert builtin_op("sum").kernel(np) is np.add
+    x, y, z = np.array([1, 5]), np.array([4, 2]), np.empty(2, int)
+    builtin_op("max").kernel(np)(x, y, z)
+    np.testing.assert_array_equal(z, [4, 5])
+
+
+def test_user_kernels_are_given_the_arrays_as_they_are(runtime):
+    op = Op.from_callable(np.minimum, commute=True)
+    assert op.kernel(runtime.xp) is op.apply
+
+
+def _ring_steps(runtime, staged, count=64):
+    alg = lookup("allreduce", "ring")
+    schedule = alg.schedule(0, 2, count, root=0, commutative=True)
+    arrays = {"send": runtime.xp.empty(count), "recv": runtime.xp.empty(count),
+              "tmp": runtime.xp.empty(schedule.tmp),
+              "sync": np.empty(0, np.uint8)}
+    mirrors = {k: np.empty(len(v), v.dtype) for k, v in arrays.items()} \
+        if staged else None
+    stream = runtime.new_stream(0)
+    return device_steps.compile_device(schedule, arrays, builtin_op("sum"),
+                                       runtime, 0, stream, mirrors)
+
+
+@pytest.mark.parametrize("staged", [False, True], ids=["aware", "staged"])
+def test_messages_are_cut_into_pieces_behind_fences(runtime, monkeypatch,
+                                                    staged):
+    """Ring allreduce of 64 doubles on 2 ranks: two rounds of one 256-byte
+    message each way; in 64-byte pieces, four steps per round. Every
+    step that posts has a fence; staged, each piece has its own (its
+    copy to the host), aware, a round's pieces share one."""
+    monkeypatch.setattr(device_steps, "PIECE_BYTES", 64)
+    steps, end = _ring_steps(runtime, staged)
+    posting = [s for s in steps if s.sends or s.recvs]
+    assert len(posting) == 8
+    assert all(s.ready is not None for s in posting)
+    assert all(b.nbytes == 64 for s in posting for b, _ in s.sends + s.recvs)
+    fences = {id(s.ready) for s in posting}
+    assert len(fences) == (8 if staged else 2)
+    host = all(type(b) is np.ndarray for s in posting
+               for b, _ in s.sends + s.recvs)
+    assert host is staged
+    assert end is not None
+
+
+def test_held_objects_are_released_once_their_event_is_done(runtime):
+    stream = runtime.new_stream(0)
+    stream.enqueue(lambda: None)  # a kernel the event waits behind
+    event = runtime.new_event(0)
+    event.record(stream)
+    kept = object()
+    devicecall.hold_until(event, (kept,))
+    assert any(kept in objects for _, objects in devicecall._held)
+    event.synchronize()
+    devicecall.hold_until(None, ())
+    assert not any(kept in objects for _, objects in devicecall._held)
