@@ -39,7 +39,7 @@ import math
 import sys
 import time
 
-from mpicoll.bench.cli import parse_size
+from mpicoll.cli.sizes import parse_size
 from mpicoll.bench.specs import SPECS
 from mpicoll.coll import lookup
 from mpicoll.coll.registry import Phase

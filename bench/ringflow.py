@@ -42,7 +42,7 @@ import argparse
 import sys
 import time
 
-from mpicoll.bench.cli import parse_size
+from mpicoll.cli.sizes import parse_size
 from mpicoll.bench.specs import SPECS
 from mpicoll.sim.simgrid import parse, simulate, torusflow
 from mpicoll.sim.predict import torus_dims

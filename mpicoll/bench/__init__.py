@@ -6,6 +6,6 @@ rank 0, JSON and CSV records. :func:`run` and :func:`main` return their
 results so tests can call them directly.
 """
 
-from mpicoll.bench.cli import main, parse_args, parse_size, run
+from mpicoll.bench.cli import main, parse_args, run
 
-__all__ = ["main", "parse_args", "parse_size", "run"]
+__all__ = ["main", "parse_args", "run"]

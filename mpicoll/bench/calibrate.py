@@ -87,7 +87,10 @@ from mpicoll.model import calibration
 from mpicoll.bench import cli as bench
 from mpicoll.bench.harness import fit_iterations, summarize, timed_rounds, \
     warm_up
-from mpicoll.bench.specs import DTYPES, OPS, SPECS
+from mpicoll.bench.specs import OPS
+from mpicoll.cli.options import COLLECTIVE_NAMES, DTYPES, RankZeroParser, \
+    add_dtype_option, add_size_options, comma_list
+from mpicoll.cli.sizes import sizes
 from mpicoll.schedule.ops import builtin_op
 from mpicoll.schedule.core import ScheduleBuilder, Span
 from mpicoll.engine.executor import compile_plan, run
@@ -99,10 +102,10 @@ CALL_BYTES = 8  # the message of the per-call point: latency, next to no bytes
 
 
 def _parser(rank: int):
-    p = bench._Parser(rank, prog="python -m mpicoll.calibrate",
-                      description="Measure the α-β-γ model's costs on this "
-                                  "machine with MPI, or validate a "
-                                  "calibration against the benchmark.")
+    p = RankZeroParser(
+        rank, prog="python -m mpicoll.calibrate",
+        description="Measure the α-β-γ model's costs on this machine with "
+                    "MPI, or validate a calibration against the benchmark.")
     a = p.add_argument
     a("--out", default="calibration.json", metavar="FILE",
       help="where the calibration goes; default calibration.json")
@@ -112,16 +115,14 @@ def _parser(rank: int):
         help="instead: benchmark every hand-built algorithm and compare with "
              "FILE's predictions")
     mode.add_argument(
-        "--check", action="store_true",
+        "--check", action="store_true", dest="calibrate_and_validate",
         help="calibrate (8 B to 4x -e by factors of 2, into --out) and "
              "validate (-b to -e by -f) in one run, the validation's calls "
              "timed in the calibration's interleaved rounds")
-    a("-b", "--minbytes", type=bench.parse_size,
-      help="smallest size; default 8 (calibration), 64K (validation)")
-    a("-e", "--maxbytes", type=bench.parse_size,
-      help="largest size; default 64M (calibration), 16M (validation)")
-    a("-f", "--stepfactor", type=float,
-      help="size step; default 2 (calibration), 4 (validation)")
+    add_size_options(a, None, None, None, helps=(
+        "smallest size; default 8 (calibration), 64K (validation)",
+        "largest size; default 64M (calibration), 16M (validation)",
+        "size step; default 2 (calibration), 4 (validation)"))
     a("--ranges", type=int, default=calibration.RANGES,
       help="size ranges fitted, at most, for the messages and as many for "
            f"the local steps; default {calibration.RANGES}")
@@ -131,8 +132,7 @@ def _parser(rank: int):
     a("-c", "--collective", default=",".join(validation.VALIDATED),
       help="validation: comma list; default "
            f"{','.join(validation.VALIDATED)}")
-    a("-d", "--dtype", choices=DTYPES, default="float32",
-      help="validation: dtype; default float32")
+    add_dtype_option(a, help="validation: dtype; default float32")
     a("-n", "--iters", type=int, default=100,
       help="timed calls per point (at most); default 100")
     a("-w", "--warmup", type=int, default=3, help="default 3")
@@ -157,7 +157,7 @@ def parse_args(argv, rank: int = 0, size: int = 2):
     """Parse and check ``argv`` (SystemExit 2 if bad), mode defaults in."""
     p = _parser(rank)
     args = p.parse_args(argv)
-    validating = args.validate is not None or args.check
+    validating = args.validate is not None or args.calibrate_and_validate
     args.minbytes = args.minbytes if args.minbytes is not None else (
         64 << 10 if validating else 8)
     args.stepfactor = args.stepfactor or (4.0 if validating else 2.0)
@@ -165,11 +165,10 @@ def parse_args(argv, rank: int = 0, size: int = 2):
         args.maxbytes = 16 << 20 if validating else 64 << 20
     if args.time_budget is None:
         args.time_budget = 150.0 if validating else 60.0
-    args.ops = [o.strip() for o in args.ops.split(",") if o.strip()]
-    args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
-    args.collectives = [c.strip() for c in args.collective.split(",")
-                        if c.strip()]
-    args.also = [s.strip() for s in args.also.split(",") if s.strip()]
+    args.ops = comma_list(args.ops)
+    args.dtypes = comma_list(args.dtypes)
+    args.collectives = comma_list(args.collective)
+    args.also = comma_list(args.also)
     problems = [
         (size % 2, f"ranks pair up (r, r xor 1): {size} is odd"),
         (args.minbytes < 1 or args.minbytes > args.maxbytes,
@@ -180,18 +179,20 @@ def parse_args(argv, rank: int = 0, size: int = 2):
          f"--ops: choose from {', '.join(OPS)}"),
         (not set(args.dtypes) <= set(DTYPES) or not args.dtypes,
          f"--dtypes: choose from {', '.join(DTYPES)}"),
-        (not set(args.collectives) <= set(SPECS) or not args.collectives,
-         f"-c: choose from {', '.join(SPECS)}"),
+        (not set(args.collectives) <= set(COLLECTIVE_NAMES)
+         or not args.collectives,
+         f"-c: choose from {', '.join(COLLECTIVE_NAMES)}"),
         (args.iters < 1 or args.warmup < 0, "-n must be >= 1, -w >= 0"),
         (args.time_budget <= 0, "--time-budget must be > 0"),
         (not set(args.also) <= set(STATISTICS),
          f"--also: choose from {', '.join(STATISTICS)}"),
-        (args.also and not args.check, "--also needs --check")]
+        (args.also and not args.calibrate_and_validate,
+         "--also needs --check")]
     for bad, message in problems:
         if bad:
             p.error(message)
-    args.point_sizes = bench.sizes(*(
-        (8, 4 * args.maxbytes, 2.0) if args.check
+    args.point_sizes = sizes(*(
+        (8, 4 * args.maxbytes, 2.0) if args.calibrate_and_validate
         else (args.minbytes, args.maxbytes, args.stepfactor)))
     return args
 
@@ -436,8 +437,8 @@ def main(argv=None, comm=None) -> int:
     except SystemExit as e:
         return 0 if e.code in (0, None) else int(e.code)
     if args.validate is None:
-        beside, records = ({}, None) if not args.check else \
-            validation.case_calls(mpicoll.Comm(world), args)
+        beside, records = ({}, None) if not args.calibrate_and_validate \
+            else validation.case_calls(mpicoll.Comm(world), args)
         fitted, got = calibrate(world, args, argv, beside)
         cal = fitted[args.statistic]
         if rank == 0:
@@ -446,7 +447,7 @@ def main(argv=None, comm=None) -> int:
                 print(calibration.describe(cal))
             print(f"# wrote {args.out}", flush=True)
         world.Barrier()
-        if not args.check:
+        if not args.calibrate_and_validate:
             return 0
         source, records = args.out, records(got.beside, got.iters)
     else:
@@ -457,8 +458,8 @@ def main(argv=None, comm=None) -> int:
     head = bench.header(mpicoll.Comm(world), argv)
     crowded = validation.oversubscribed(head["ranks_per_node"])
     if rank == 0:
-        timing = ("timed in the calibration's rounds" if args.check
-                  else "timed after it")
+        timing = ("timed in the calibration's rounds"
+                  if args.calibrate_and_validate else "timed after it")
         title = (f"{world.Get_size()} ranks"
                  + (f" ({crowded})" if crowded else "")
                  + f", {args.dtype}, input rewritten per call (the write "
@@ -477,7 +478,8 @@ def main(argv=None, comm=None) -> int:
                   " within ±30%", flush=True)
         if args.json:
             head.update(calibration=source, description=cal.description,
-                        statistic=args.statistic, interleaved=args.check,
+                        statistic=args.statistic,
+                        interleaved=args.calibrate_and_validate,
                         oversubscribed=crowded,
                         tolerance=validation.TOLERANCE)
             with open(args.json, "w") as f:

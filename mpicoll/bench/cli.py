@@ -28,64 +28,37 @@ import json
 import os
 import sys
 import time
-from typing import NamedTuple
 
-import numpy as np
 from mpi4py import MPI
 
 import mpicoll
 from mpicoll.guard import exchange
 from mpicoll.guard.launch import node_name
+from mpicoll.cli import options
 from mpicoll.cli import plot as plotting
+from mpicoll.cli.sizes import swept_counts
+from mpicoll.cli.tables import COLUMNS, print_rows, summary
 from mpicoll.bench.device import DEVICES, unavailable
 from mpicoll.bench.harness import Case, measure
-from mpicoll.bench.specs import DTYPES, OPS, SPECS
+from mpicoll.bench.specs import OPS, SPECS
 from mpicoll.select.policy import rules_from_records
 
 DEFAULT_COLLECTIVES = ("allreduce", "reduce", "bcast", "allgather",
                        "reduce_scatter_block", "alltoall", "barrier")
-UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
-def parse_size(text: str) -> int:
-    """Bytes from ``8``, ``64K``, ``1M``, ``2G`` (a trailing B is allowed)."""
-    t = text.strip().upper().removesuffix("B")
-    scale = UNITS.get(t[-1:], 1)
-    digits = t[:-1] if t[-1:] in UNITS else t
-    try:
-        value = int(float(digits) * scale)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"negative size: {text!r}")
-    return value
-
-
-class _Parser(argparse.ArgumentParser):
-    """Prints (usage, errors, help) on rank 0 only; exits the same on all."""
-
-    def __init__(self, rank: int, **kwargs):
-        super().__init__(**kwargs)
-        self.rank = rank
-
-    def _print_message(self, message, file=None):
-        if self.rank == 0:
-            super()._print_message(message, file)
-
-
-def _parser(rank: int) -> _Parser:
-    p = _Parser(rank, prog="python -m mpicoll.bench",
-                description="Time mpicoll's collectives, every algorithm.")
+def _parser(rank: int) -> options.RankZeroParser:
+    p = options.RankZeroParser(
+        rank, prog="python -m mpicoll.bench",
+        description="Time mpicoll's collectives, every algorithm.")
     a = p.add_argument
-    a("-c", "--collective", default=",".join(DEFAULT_COLLECTIVES),
-      help=f"comma list or 'all' ({', '.join(SPECS)})")
-    a("-a", "--algorithm", default="all",
-      help="comma list, 'auto', or 'all' (every registered one plus auto)")
-    a("-b", "--minbytes", type=parse_size, default=8, help="default 8")
-    a("-e", "--maxbytes", type=parse_size, default=16 << 20,
-      help="default 16M")
-    a("-f", "--stepfactor", type=float, default=2.0, help="default 2")
-    a("-d", "--dtype", choices=DTYPES, default="float32")
+    options.add_collective_options(
+        a, default=",".join(DEFAULT_COLLECTIVES),
+        help=f"comma list or 'all' ({', '.join(options.COLLECTIVE_NAMES)})",
+        algorithm_help="comma list, 'auto', or 'all' (every registered one "
+                       "plus auto)")
+    options.add_size_options(a, maxbytes="16M")
+    options.add_dtype_option(a)
     a("-o", "--op", choices=tuple(OPS), default="sum")
     a("-r", "--root", type=int, default=0)
     a("-n", "--iters", type=int, default=100,
@@ -99,15 +72,13 @@ def _parser(rank: int) -> _Parser:
     a("--device", choices=DEVICES, default="cpu",
       help="where buffers live: host NumPy or CuPy device arrays")
     a("--check", action=argparse.BooleanOptionalAction, default=True,
-      help="validate every row after timing (default on)")
-    a("--json", metavar="FILE")
-    a("--csv", metavar="FILE")
-    a("--plot", metavar="FILE.png",
-      help="busbw by size per algorithm, a panel per collective "
-           "(needs matplotlib: pip install 'mpicoll[plot]')")
-    a("--emit-rules", metavar="FILE",
-      help="write the fastest right algorithm per size range as a rules "
-           "file for MPICOLL_RULES")
+      dest="validate", help="validate every row after timing (default on)")
+    options.add_output_options(
+        a, csv=True,
+        plot_help="busbw by size per algorithm, a panel per collective "
+                  "(needs matplotlib: pip install 'mpicoll[plot]')",
+        rules_help="write the fastest right algorithm per size range as a "
+                   "rules file for MPICOLL_RULES")
     a("--persistent", action="store_true",
       help="time persistent calls (X_init once, then Start and Wait)")
     a("--rewrite", action="store_true",
@@ -127,24 +98,20 @@ def parse_args(argv, rank: int = 0, size: int = 1) -> argparse.Namespace:
     p = _parser(rank)
     args = p.parse_args(argv)
     no_device = unavailable(args.device)
-    names = list(SPECS) if args.collective == "all" else \
-        [c.strip() for c in args.collective.split(",") if c.strip()]
-    unknown = [c for c in names if c not in SPECS]
-    if unknown or not names:
-        p.error(f"unknown collective(s): {', '.join(unknown) or '(none)'}")
-    args.collectives = names
-    args.algorithms = _algorithm_names(p, args.algorithm, names)
-    problems = [(args.minbytes > args.maxbytes, "-b is larger than -e"),
-                (args.stepfactor <= 1 and args.minbytes != args.maxbytes,
-                 "-f must be > 1"),
+    args.collectives = options.collective_names(p, args.collective,
+                                                allow_all=True)
+    args.algorithms, unknown = options.algorithm_names(
+        args.algorithm, args.collectives, _candidates)
+    if unknown or not options.comma_list(args.algorithm):
+        p.error(f"unknown algorithm(s): {', '.join(unknown) or '(none)'}")
+    problems = [*options.size_problems(args),
                 (not 0 <= args.root < size, f"root must be in 0..{size - 1}"),
                 (args.iters < 1, "-n must be at least 1"),
                 (args.warmup < 0, "-w must be >= 0"),
                 (args.time_budget < 0, "--time-budget must be >= 0"),
                 (args.timeout is not None and args.timeout <= 0,
                  "--timeout must be > 0"),
-                (args.plot is not None and not plotting.available(),
-                 "--plot needs matplotlib (pip install 'mpicoll[plot]')"),
+                options.plot_problem(args),
                 (no_device is not None, no_device)]
     for bad, message in problems:
         if bad:
@@ -153,40 +120,21 @@ def parse_args(argv, rank: int = 0, size: int = 1) -> argparse.Namespace:
     return args
 
 
-def _algorithm_names(p, text: str, collectives) -> dict[str, list[str]]:
-    """Per collective, the algorithms to time (``auto`` last)."""
-    if text == "all":
-        return {c: [*mpicoll.algorithms(c), "auto"] for c in collectives}
-    wanted = [a.strip() for a in text.split(",") if a.strip()]
-    known = {a for c in collectives for a in mpicoll.algorithms(c)} | {"auto"}
-    unknown = [a for a in wanted if a not in known]
-    if unknown or not wanted:
-        p.error(f"unknown algorithm(s): {', '.join(unknown) or '(none)'}")
-    return {c: [a for a in wanted if a == "auto" or a in
-                mpicoll.algorithms(c)] for c in collectives}
-
-
-def sizes(lo: int, hi: int, factor: float) -> list[int]:
-    """``lo, lo*f, lo*f², ... <= hi`` (just ``lo`` when ``lo == hi``)."""
-    out = [lo]
-    while factor > 1 and int(out[-1] * factor) <= hi:
-        out.append(max(out[-1] + 1, int(out[-1] * factor)))
-    return out
+def _candidates(collective: str) -> list[str]:
+    """What ``-a`` may name for ``collective``: every registered
+    algorithm, then ``auto``."""
+    return [*mpicoll.algorithms(collective), "auto"]
 
 
 def cases(args, size: int) -> list[Case]:
     """Every (collective, count) to run, duplicates (rounding) dropped."""
-    itemsize = np.dtype(args.dtype).itemsize
     out = []
     for name in args.collectives:
         spec = SPECS[name]
-        counts = dict.fromkeys(spec.count_for(s, size, itemsize) for s in
-                               sizes(args.minbytes, args.maxbytes,
-                                     args.stepfactor))
         out += [Case(spec, n, args.dtype, args.op, args.root,
                      args.inplace and spec.row.inplace is not None,
                      args.device, args.rewrite)
-                for n in counts]
+                for n in swept_counts(args, name, size)]
     return out
 
 
@@ -227,34 +175,17 @@ def run(args, comm) -> list[dict]:
         rows = measure(comm, case, args.algorithms[case.spec.name],
                        iters=args.iters, warmup=args.warmup,
                        budget=budget.next(i),
-                       check=args.check, timeout=args.timeout,
+                       validate=args.validate, timeout=args.timeout,
                        persistent=args.persistent)
         records += rows
         if comm.rank == 0:
-            _show_rows(args, rows)
+            if not args.quiet:
+                print_rows(rows)
             if args.progress:
                 _progress(rows[0], i + 1, len(todo),
                           time.monotonic() - budget.start)
     _close_table(comm, args, records, current)
     return records
-
-
-COLUMNS = (f"{'size':>10} {'count':>10} {'type':>8} {'redop':>5} {'root':>4}"
-           f" {'algorithm':>32} {'avg(us)':>10} {'min(us)':>10}"
-           f" {'max(us)':>10} {'algbw':>7} {'busbw':>7} {'#wrong':>6}")
-
-
-def _label(rec: dict) -> str:
-    """``auto(ring)`` for auto, else the algorithm's name."""
-    if rec["chosen"]:
-        return f"auto({rec['chosen']})"
-    return rec["algorithm"]
-
-
-def _fastest(rows: list[dict]) -> dict | None:
-    """The right row with the least average time, auto left out."""
-    named = [r for r in rows if r["algorithm"] != "auto" and not r["wrong"]]
-    return min(named, key=lambda r: r["time_us"]["avg"], default=None)
 
 
 def _open_table(comm, args, case: Case) -> None:
@@ -271,55 +202,6 @@ def _progress(row: dict, done: int, total: int, elapsed: float) -> None:
     """Rank 0's status line on stderr: where the sweep is."""
     print(f"# [{elapsed:7.1f} s] {done}/{total} {row['collective']} "
           f"{row['nbytes']} B done", file=sys.stderr, flush=True)
-
-
-def _show_rows(args, rows: list[dict]) -> None:
-    """Rank 0: the rows of one size, fastest marked."""
-    best = _fastest(rows)
-    if args.quiet:
-        return
-    for r in rows:
-        t = r["time_us"]
-        mark = "*" if r is best else " "
-        print(f"{r['nbytes']:>10} {r['count']:>10} {r['dtype']:>8} "
-              f"{r['op'] or '-':>5} {r['root'] if r['root'] is not None else '-':>4}"
-              f" {_label(r):>32} {t['avg']:>10.2f} {t['min']:>10.2f}"
-              f" {t['max']:>10.2f} {r['algbw_gbps']:>7.3f}"
-              f" {r['busbw_gbps']:>7.3f} {r['wrong']:>6}{mark}", flush=True)
-
-
-class SizeSummary(NamedTuple):
-    """One size of a collective's closing summary."""
-    nbytes: int
-    best: str | None  # the fastest right algorithm, auto left out
-    best_speedup: float | None  # native time / best time
-    auto: str | None  # what auto chose
-    auto_speedup: float | None  # native time / auto time
-
-
-def summary(records: list[dict], collective: str) -> list[SizeSummary]:
-    """Per size of ``collective``: the best algorithm and what auto chose,
-    each with its speed-up over native (None where not measured)."""
-    by_size: dict[int, list[dict]] = {}
-    for r in records:
-        if r["collective"] == collective:
-            by_size.setdefault(r["nbytes"], []).append(r)
-    out = []
-    for nbytes, rows in by_size.items():
-        native = next((r for r in rows if r["algorithm"] == "native"), None)
-        auto = next((r for r in rows if r["algorithm"] == "auto"), None)
-        best = _fastest(rows)
-        out.append(SizeSummary(nbytes, best and best["algorithm"],
-                               _speedup(native, best), auto and auto["chosen"],
-                               _speedup(native, auto)))
-    return out
-
-
-def _speedup(native: dict | None, row: dict | None) -> float | None:
-    """Native's average time over ``row``'s, None if either is missing."""
-    if row is None or native is None or row["time_us"]["avg"] <= 0:
-        return None
-    return native["time_us"]["avg"] / row["time_us"]["avg"]
 
 
 def _close_table(comm, args, records, collective) -> None:
@@ -395,7 +277,7 @@ def write_outputs(args, head: dict, records: list[dict]) -> None:
             writer.writeheader()
             writer.writerows(rows)
     if args.plot:
-        plotting.plot(records, args.plot)
+        plotting.plot_busbw(records, args.plot)
     if args.emit_rules:
         with open(args.emit_rules, "w") as f:
             json.dump(rules_from_records(records, head["nranks"]), f,

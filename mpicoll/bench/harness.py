@@ -257,12 +257,14 @@ def fit_iterations(world, probe: float, iters: int,
 
 
 def measure(comm, case: Case, algorithms: list[str], *, iters: int,
-            warmup: int, budget: float | None, check: bool,
+            warmup: int, budget: float | None, validate: bool,
             timeout=None, persistent: bool = False) -> list[dict]:
     """Records for ``case``, one per algorithm (``"auto"`` included).
 
     ``budget`` (seconds, None for no limit) caps the iteration count so
-    the timed calls of all algorithms together take about that long.
+    the timed calls of all algorithms together take about that long;
+    ``validate``: count each algorithm's wrong elements after timing
+    (else ``wrong`` is 0).
     """
     world = MPI.Intracomm(comm)  # mpi4py's own calls, same handle
     bufs = make_buffers(case, comm.rank, comm.size)
@@ -277,7 +279,7 @@ def measure(comm, case: Case, algorithms: list[str], *, iters: int,
             call.free()
     return [record(comm, case, a, summarize(world, times[a]), iters,
                    count_wrong(comm, case, a, timeout, persistent)
-                   if check else 0, persistent, timeout is not None)
+                   if validate else 0, persistent, timeout is not None)
             for a in algorithms]
 
 

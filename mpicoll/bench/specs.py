@@ -1,15 +1,13 @@
 """One small spec per benchmarked collective: its expected output.
 
 Everything else about a collective (method, call shape, in-place form, bus
-factor, reported size) is its row in :data:`mpicoll.collectives.COLLECTIVES`.
+factor) is its row in :data:`mpicoll.collectives.COLLECTIVES`, its reported
+size :mod:`mpicoll.cli.sizes`'s.
 Rank ``r``'s input element at global index ``i`` of its send buffer is
 :func:`values` ``(r, i)``: small integers, so every reduction (sum, prod,
 max, min) is exact in any supported dtype whatever the reduction order.
 ``count`` is elements per rank's block, as in
-:mod:`mpicoll.schedule.layout`; the row's ``report_blocks`` says whether the
-reported message size covers all ``p`` such blocks (nccl-tests: allgather
-reports the output size, reduce-scatter the input size, alltoall one rank's
-send size).
+:mod:`mpicoll.schedule.layout`.
 """
 
 from __future__ import annotations
@@ -19,11 +17,12 @@ from typing import Callable
 
 import numpy as np
 
+from mpicoll.cli.options import COLLECTIVE_NAMES
+from mpicoll.cli.sizes import block_count, message_bytes
 from mpicoll.collectives import COLLECTIVES, Collective
 
 OPS = {"sum": np.add, "prod": np.multiply, "max": np.maximum,
        "min": np.minimum}
-DTYPES = ("float32", "float64", "int32", "int64")
 
 
 def values(rank: int, start: int, stop: int, dtype, op: str) -> np.ndarray:
@@ -69,44 +68,42 @@ class Spec:
         """mpi4py's (and mpicoll's) method name, e.g. ``"Allreduce"``."""
         return self.row.method
 
-    def _blocks(self, size: int) -> int:
-        return size if self.row.report_blocks else 1
-
     def nbytes(self, count: int, size: int, itemsize: int) -> int:
         """Reported message size for ``count`` elements per block."""
-        return count * itemsize * self._blocks(size)
+        return message_bytes(self.name, count, size, itemsize)
 
     def count_for(self, nbytes: int, size: int, itemsize: int) -> int:
         """Elements per block for a requested message size (at least 1)."""
-        if self.row.counts == "none":
-            return 0
-        return max(1, nbytes // (itemsize * self._blocks(size)))
+        return block_count(self.name, nbytes, size, itemsize)
 
 
-SPECS = {s.name: s for s in (
-    Spec("allreduce",
-         lambda r, p, n, root, t, op: fold(range(p), 0, n, t, op)),
-    Spec("reduce",
-         lambda r, p, n, root, t, op:
-         fold(range(p), 0, n, t, op) if r == root else None),
-    Spec("bcast",
-         lambda r, p, n, root, t, op: values(root, 0, n, t, op)),
-    Spec("allgather",
-         lambda r, p, n, root, t, op: _blocks_of(range(p), 0, n, t, op)),
-    Spec("reduce_scatter_block",
-         lambda r, p, n, root, t, op: fold(range(p), r * n, (r + 1) * n, t, op)),
-    Spec("alltoall",
-         lambda r, p, n, root, t, op:
-         _blocks_of(range(p), r * n, (r + 1) * n, t, op)),
-    Spec("barrier", lambda r, p, n, root, t, op: None),
-    Spec("gather",
-         lambda r, p, n, root, t, op:
-         _blocks_of(range(p), 0, n, t, op) if r == root else None),
-    Spec("scatter",
-         lambda r, p, n, root, t, op: values(root, r * n, (r + 1) * n, t, op)),
-    Spec("scan",
-         lambda r, p, n, root, t, op: fold(range(r + 1), 0, n, t, op)),
-    Spec("exscan",
-         lambda r, p, n, root, t, op:
-         fold(range(r), 0, n, t, op) if r else None),
-)}
+_EXPECTED = {
+    "allreduce":
+        lambda r, p, n, root, t, op: fold(range(p), 0, n, t, op),
+    "reduce":
+        lambda r, p, n, root, t, op:
+        fold(range(p), 0, n, t, op) if r == root else None,
+    "bcast":
+        lambda r, p, n, root, t, op: values(root, 0, n, t, op),
+    "allgather":
+        lambda r, p, n, root, t, op: _blocks_of(range(p), 0, n, t, op),
+    "reduce_scatter_block":
+        lambda r, p, n, root, t, op: fold(range(p), r * n, (r + 1) * n, t, op),
+    "alltoall":
+        lambda r, p, n, root, t, op:
+        _blocks_of(range(p), r * n, (r + 1) * n, t, op),
+    "barrier": lambda r, p, n, root, t, op: None,
+    "gather":
+        lambda r, p, n, root, t, op:
+        _blocks_of(range(p), 0, n, t, op) if r == root else None,
+    "scatter":
+        lambda r, p, n, root, t, op: values(root, r * n, (r + 1) * n, t, op),
+    "scan":
+        lambda r, p, n, root, t, op: fold(range(r + 1), 0, n, t, op),
+    "exscan":
+        lambda r, p, n, root, t, op:
+        fold(range(r), 0, n, t, op) if r else None,
+}
+
+#: A spec per collective the tools sweep, in their order.
+SPECS = {name: Spec(name, _EXPECTED[name]) for name in COLLECTIVE_NAMES}

@@ -26,6 +26,7 @@ from mpicoll.model import calibration
 from mpicoll.bench import cli as bench
 from mpicoll.bench.harness import caller, count_wrong, make_buffers, \
     record, rewriting, summarize
+from mpicoll.cli.options import hand_built_algorithms
 from mpicoll.collectives import COLLECTIVES
 from mpicoll.model.cost import predict
 from mpicoll.schedule.layout import buffer_lengths
@@ -35,15 +36,11 @@ VALIDATED = ("allreduce", "bcast", "allgather", "reduce_scatter_block",
 TOLERANCE = 0.30  # |predicted / measured - 1| within this: a hit
 
 
-def hand_built(collective: str) -> list[str]:
-    """Every registered algorithm of ``collective`` but ``native``."""
-    return [a for a in mpicoll.algorithms(collective) if a != "native"]
-
-
 def bench_args(args, world):
     """The benchmark's arguments for the validation's runs (``args``:
     :func:`mpicoll.bench.calibrate.parse_args`'s)."""
-    names = sorted({a for c in args.collectives for a in hand_built(c)})
+    names = sorted({a for c in args.collectives
+                    for a in hand_built_algorithms(c)})
     return bench.parse_args(
         ["-c", ",".join(args.collectives), "-a", ",".join(names),
          "-b", str(args.minbytes), "-e", str(args.maxbytes),
@@ -63,7 +60,7 @@ def case_calls(comm, args) -> tuple[dict, Callable]:
     todo = bench.cases(bench_args(args, world), comm.size)
     calls = {}
     for i, case in enumerate(todo):
-        algorithms = hand_built(case.spec.name)
+        algorithms = hand_built_algorithms(case.spec.name)
         bufs = make_buffers(case, comm.rank, comm.size)
         made = {a: caller(comm, case, bufs, a) for a in algorithms}
         calls.update({(i, a): call for a, call in

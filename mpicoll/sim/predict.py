@@ -20,8 +20,8 @@ whose rounds SimGrid cannot hold at 65,536 ranks, as the far partners on
 a ring or the linear all-to-all's 4.3·10⁹ flows; equal to SimGrid's run
 where both go (on the dragonfly within 2·10⁻⁵), but for tori with even
 dimensions: docs/simulation.md). The
-table, ``--json`` records and ``--emit-rules`` files are the benchmark's
-(:mod:`mpicoll.bench.cli`), each record marked ``"predicted": true`` with
+table (:mod:`mpicoll.cli.tables`), ``--json`` records and ``--emit-rules``
+files are the benchmark's, each record marked ``"predicted": true`` with
 the ``model`` and ``network``; a rules file carries ``"source":
 "simulation, ..."``, which explain mode reports.
 
@@ -70,9 +70,10 @@ import numpy as np
 
 import mpicoll
 from mpicoll.sim.simgrid import options as simgrid_options
+from mpicoll.cli import options
 from mpicoll.cli import plot as plotting
-from mpicoll.bench.cli import COLUMNS, _show_rows, parse_size, sizes, summary
-from mpicoll.bench.specs import DTYPES, SPECS
+from mpicoll.cli.sizes import message_bytes, swept_counts
+from mpicoll.cli.tables import COLUMNS, print_rows, summary
 from mpicoll.model.calibration import Calibration, CalibrationError, \
     load_calibration
 from mpicoll.collectives import COLLECTIVES
@@ -91,10 +92,12 @@ def _parser() -> argparse.ArgumentParser:
         description="Predict the time of mpicoll's hand-built collectives "
                     "at any rank count, without MPI.")
     a = p.add_argument
-    a("-c", "--collective", default="allreduce",
-      help=f"comma list ({', '.join(SPECS)}); default allreduce")
-    a("-a", "--algorithm", default="all",
-      help="comma list or 'all' (every hand-built one); default all")
+    options.add_collective_options(
+        a, default="allreduce",
+        help=f"comma list ({', '.join(options.COLLECTIVE_NAMES)}); default "
+             "allreduce",
+        algorithm_help="comma list or 'all' (every hand-built one); default "
+                       "all")
     a("--network", default="flat",
       help="platform spec (flat[:N], ring:P, torus:AxBxC, hypercube:d, "
            "fattree:L;down;up;parallel, dragonfly:G,C,R,N); default flat, "
@@ -103,11 +106,8 @@ def _parser() -> argparse.ArgumentParser:
                                       "default 1024")
     a("--ranks-per-node", type=int, default=1, metavar="N",
       help="ranks per node, placed in blocks; default 1")
-    a("-b", "--minbytes", type=parse_size, default=8, help="default 8")
-    a("-e", "--maxbytes", type=parse_size, default=1 << 30,
-      help="default 1G")
-    a("-f", "--stepfactor", type=float, default=2.0, help="default 2")
-    a("-d", "--dtype", choices=DTYPES, default="float32")
+    options.add_size_options(a, maxbytes="1G")
+    options.add_dtype_option(a)
     a("--model", choices=("analytic", "simgrid", "closed-form"),
       default="analytic",
       help="analytic (default), simgrid (--network on SimGrid), or "
@@ -128,13 +128,12 @@ def _parser() -> argparse.ArgumentParser:
            "of two nodes) and --ranks-per-node above 1: a calibration of "
            "two ranks on one node, for the messages inside a node")
     simgrid_options.add_arguments(a)
-    a("--json", metavar="FILE")
-    a("--plot", metavar="FILE.png",
-      help="time by size per algorithm, a panel per collective and rank "
-           "count (needs matplotlib)")
-    a("--emit-rules", metavar="FILE",
-      help="rules file of the predicted best (one rank count: FILE; "
-           "several: FILE with .RANKS before the extension)")
+    options.add_output_options(
+        a, csv=False,
+        plot_help="time by size per algorithm, a panel per collective and "
+                  "rank count (needs matplotlib)",
+        rules_help="rules file of the predicted best (one rank count: FILE; "
+                   "several: FILE with .RANKS before the extension)")
     a("--quiet", action="store_true", help="no tables")
     return p
 
@@ -143,40 +142,26 @@ def parse_args(argv) -> argparse.Namespace:
     """Parse and check ``argv``; SystemExit 2 with a message if bad."""
     p = _parser()
     args = p.parse_args(argv)
-    args.collectives = [c.strip() for c in args.collective.split(",")
-                        if c.strip()]
-    unknown = [c for c in args.collectives if c not in SPECS]
-    if unknown or not args.collectives:
-        p.error(f"unknown collective(s): {', '.join(unknown) or '(none)'}")
+    args.collectives = options.collective_names(p, args.collective,
+                                                allow_all=False)
     try:
         args.rank_counts = [int(r) for r in args.ranks.split(",")]
     except ValueError:
         p.error(f"--ranks: not a list of integers: {args.ranks!r}")
-    args.algorithms = {}
-    for c in args.collectives:
-        built = [a for a in mpicoll.algorithms(c) if a != "native"]
-        wanted = built if args.algorithm == "all" else \
-            [a.strip() for a in args.algorithm.split(",") if a.strip()]
-        args.algorithms[c] = [a for a in wanted if a in built]
-    known = {a for c in args.collectives for a in args.algorithms[c]}
-    if args.algorithm != "all":
-        missing = [a for a in args.algorithm.split(",") if a.strip()
-                   and a.strip() not in known]
-        if missing:
-            p.error(f"not a hand-built algorithm of {args.collective}: "
-                    f"{', '.join(missing)}")
+    args.algorithms, missing = options.algorithm_names(
+        args.algorithm, args.collectives, options.hand_built_algorithms)
+    if missing:
+        p.error(f"not a hand-built algorithm of {args.collective}: "
+                f"{', '.join(missing)}")
     args.calibrated = _calibration(p, args)
     args.calibrated_intra = _calibration_intra(p, args)
     problems = [
         (any(r < 1 for r in args.rank_counts), "--ranks must be positive"),
         (args.ranks_per_node < 1, "--ranks-per-node must be positive"),
-        (args.minbytes > args.maxbytes, "-b is larger than -e"),
-        (args.stepfactor <= 1 and args.minbytes != args.maxbytes,
-         "-f must be > 1"),
+        *options.size_problems(args),
         (min(args.alpha, args.gamma) < 0 or args.beta <= 0,
          "--alpha and --gamma must be >= 0, --beta > 0"),
-        (args.plot is not None and not plotting.available(),
-         "--plot needs matplotlib (pip install 'mpicoll[plot]')"),
+        options.plot_problem(args),
         *simgrid_options.problems(args)]
     for bad, message in problems:
         if bad:
@@ -310,7 +295,8 @@ def record(args, collective: str, algorithm: str, size: int, count,
     """A benchmark record (:func:`mpicoll.bench.harness.record`'s fields)
     for a predicted time, marked ``predicted`` with model and network."""
     row = COLLECTIVES[collective]
-    nbytes = SPECS[collective].nbytes(count, size, np.dtype(args.dtype).itemsize)
+    nbytes = message_bytes(collective, count, size,
+                           np.dtype(args.dtype).itemsize)
     us = seconds * 1e6
     algbw = nbytes / (us * 1e3) if us > 0 else 0.0
     return {"collective": collective, "algorithm": algorithm,
@@ -341,9 +327,7 @@ def model_name(args) -> str:
 def run(args) -> list[dict]:
     """Predict every case, printing the tables; the records."""
     records = []
-    itemsize = np.dtype(args.dtype).itemsize
     for collective in args.collectives:
-        spec = SPECS[collective]
         for size in args.rank_counts:
             mine = []
             if not args.quiet:
@@ -352,10 +336,7 @@ def run(args) -> list[dict]:
                       f" predicted time per call, GB/s; * = fastest",
                       flush=True)
                 print(COLUMNS, flush=True)
-            counts = dict.fromkeys(spec.count_for(s, size, itemsize) for s in
-                                   sizes(args.minbytes, args.maxbytes,
-                                         args.stepfactor))
-            for count in counts:
+            for count in swept_counts(args, collective, size):
                 rows = []
                 for alg in args.algorithms[collective]:
                     try:
@@ -365,7 +346,8 @@ def run(args) -> list[dict]:
                         print(f"# {alg} skipped: {e}", file=sys.stderr)
                         continue
                     rows.append(record(args, collective, alg, size, count, t))
-                _show_rows(args, rows)
+                if not args.quiet:
+                    print_rows(rows)
                 mine += rows
             records += mine
             if not args.quiet:
@@ -400,49 +382,13 @@ def rules_path(path: str, size: int, several: bool) -> str:
     return f"{stem}.{size}{ext}"
 
 
-def plot(records: list[dict], path: str) -> None:
-    """A PNG of predicted time (µs) by size, one line per algorithm, one
-    panel per collective and rank count."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [r for r in records if r["nbytes"] > 0]
-    panels = list(dict.fromkeys((r["collective"], r["nranks"]) for r in rows))
-    ncols = min(3, max(len(panels), 1))
-    nrows = max(math.ceil(len(panels) / ncols), 1)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.6 * nrows),
-                             squeeze=False)
-    for ax, (collective, size) in zip(axes.flat, panels):
-        mine = [r for r in rows if (r["collective"], r["nranks"])
-                == (collective, size)]
-        for name in dict.fromkeys(r["algorithm"] for r in mine):
-            line = sorted((r["nbytes"], r["time_us"]["avg"]) for r in mine
-                          if r["algorithm"] == name)
-            ax.plot(*zip(*line), marker=".", label=name)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_title(f"{collective}, {size} ranks, {mine[0]['model']}, "
-                     f"{mine[0]['network']}", fontsize="small")
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel("predicted time (µs)")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize="x-small")
-    for ax in list(axes.flat)[len(panels):]:
-        ax.set_visible(False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def write_outputs(args, head: dict, records: list[dict]) -> None:
     """JSON, plot and rules files, if asked for."""
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"header": head, "records": records}, f, indent=1)
     if args.plot:
-        plot(records, args.plot)
+        plotting.plot_times(records, args.plot)
     if args.emit_rules:
         several = len(args.rank_counts) > 1
         for size in args.rank_counts:

@@ -5,11 +5,12 @@ import argparse
 import numpy as np
 import pytest
 
-from mpicoll.bench.cli import cases, flat, main, parse_args, parse_size, sizes
-from mpicoll.bench.cli import summary
+from mpicoll.bench.cli import cases, flat, main, parse_args
 from mpicoll.bench.harness import Case, make_buffers
-from mpicoll.cli import plot as plotting
 from mpicoll.bench.specs import OPS, SPECS
+from mpicoll.cli import plot as plotting
+from mpicoll.cli.sizes import parse_size, sizes
+from mpicoll.cli.tables import summary
 from mpicoll.schedule.layout import buffer_lengths
 
 PS = (1, 2, 3, 5, 8)
@@ -194,7 +195,7 @@ def test_plot_writes_a_png(tmp_path):
     records.append(_record("barrier", "native", 0, 0.0))
     records.append(_record("bcast", "ring", 4096, 9.9, wrong=3))
     path = tmp_path / "b.png"
-    plotting.plot(records, str(path))
+    plotting.plot_busbw(records, str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert path.stat().st_size > 5000
 

@@ -79,6 +79,15 @@ def test_emitted_rules_pick_the_predicted_best(tmp_path, capsys):
             assert "(simulation, analytic model" in c.reason
 
 
+def test_plot_writes_a_png(tmp_path):
+    """``--plot``: a panel per collective and rank count (matplotlib)."""
+    path = tmp_path / "p.png"
+    assert main([*BASE, "--ranks", "16,64", "--plot", str(path),
+                 "--quiet"]) == 0
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert path.stat().st_size > 5000
+
+
 def test_bad_arguments_exit_2(capsys):
     assert main(["--network", "torus:2x2", "--ranks", "16"]) == 2
     assert main(["-a", "warp_drive"]) == 2

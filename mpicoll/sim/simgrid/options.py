@@ -83,8 +83,8 @@ def problems(args: argparse.Namespace) -> list[tuple[bool, str]]:
         (args.sample_peers is not None and not simgrid,
          "--sample-peers is for --model simgrid"),
         (args.phases and not simgrid, "--phases is for --model simgrid"),
-        *[check for option in ("send", "recv")
-          for check in _overhead_problems(args, option, simgrid)],
+        *[problem for side in ("send", "recv")
+          for problem in _overhead_problems(args, side, simgrid)],
         (not math.isfinite(args.quantum) or args.quantum < 0,
          "--quantum must be a finite number >= 0"),
         (args.quantum and not simgrid,
