@@ -171,16 +171,17 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
     # ------------------------------------------------------------ collectives
     #
     # Each collective X has one parser, _call_x(..., async_op, memo), which
-    # checks the arguments and launches a Call; X (blocking, here) and IX
-    # (nonblocking, returns a Work: mpicoll.api.nonblocking_calls) both call
-    # it. X first offers its memo (name, algorithm, buffer, up to three
-    # more arguments) to Engine.replayed: a repeat on the same objects
+    # checks the arguments and launches a Call; X (blocking, here), IX
+    # (nonblocking, returns a Work: mpicoll.api.nonblocking_calls) and
+    # X_init (persistent: mpicoll.api.persistent_calls) all reach it. X and
+    # IX go through _replay_or_parse with their memo (name, algorithm,
+    # buffer, up to three more arguments): a repeat on the same objects
     # runs without parsing.
 
     def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto"):
-        memo = ("Allreduce", algorithm, recvbuf, sendbuf, op, None)
-        if not self._engine.replayed(*memo):
-            self._call_allreduce(sendbuf, recvbuf, op, algorithm, False, memo)
+        self._replay_or_parse(
+            ("Allreduce", algorithm, recvbuf, sendbuf, op, None), False,
+            self._call_allreduce, sendbuf, recvbuf, op, algorithm)
 
     def _call_allreduce(self, sendbuf, recvbuf, op, algorithm, async_op,
                         memo=None):
@@ -218,10 +219,9 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
 
     def Reduce(self, sendbuf, recvbuf, op=MPI.SUM, root=0, *,
                algorithm="auto"):
-        memo = ("Reduce", algorithm, recvbuf, sendbuf, op, root)
-        if not self._engine.replayed(*memo):
-            self._call_reduce(sendbuf, recvbuf, op, root, algorithm, False,
-                              memo)
+        self._replay_or_parse(
+            ("Reduce", algorithm, recvbuf, sendbuf, op, root), False,
+            self._call_reduce, sendbuf, recvbuf, op, root, algorithm)
 
     def _call_reduce(self, sendbuf, recvbuf, op, root, algorithm, async_op,
                      memo=None):
@@ -247,9 +247,8 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
             stage=restage, given=("Reduce", (sendbuf, recvbuf, op, root)))
 
     def Bcast(self, buf, root=0, *, algorithm="auto"):
-        memo = ("Bcast", algorithm, buf, root, None, None)
-        if not self._engine.replayed(*memo):
-            self._call_bcast(buf, root, algorithm, False, memo)
+        self._replay_or_parse(("Bcast", algorithm, buf, root, None, None),
+                              False, self._call_bcast, buf, root, algorithm)
 
     def _call_bcast(self, buf, root, algorithm, async_op, memo=None):
         where = self._where("bcast")
@@ -272,9 +271,9 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
                            given=("Bcast", (buf, root)))
 
     def Allgather(self, sendbuf, recvbuf, *, algorithm="auto"):
-        memo = ("Allgather", algorithm, recvbuf, sendbuf, None, None)
-        if not self._engine.replayed(*memo):
-            self._call_allgather(sendbuf, recvbuf, algorithm, False, memo)
+        self._replay_or_parse(
+            ("Allgather", algorithm, recvbuf, sendbuf, None, None), False,
+            self._call_allgather, sendbuf, recvbuf, algorithm)
 
     def _call_allgather(self, sendbuf, recvbuf, algorithm, async_op,
                         memo=None):
@@ -328,9 +327,9 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
                 f"the MPI library applies its rules to that")
 
     def Gather(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
-        memo = ("Gather", algorithm, recvbuf, sendbuf, root, None)
-        if not self._engine.replayed(*memo):
-            self._call_gather(sendbuf, recvbuf, root, algorithm, False, memo)
+        self._replay_or_parse(
+            ("Gather", algorithm, recvbuf, sendbuf, root, None), False,
+            self._call_gather, sendbuf, recvbuf, root, algorithm)
 
     def _call_gather(self, sendbuf, recvbuf, root, algorithm, async_op,
                      memo=None):
@@ -356,9 +355,9 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
                                given=given)
 
     def Scatter(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
-        memo = ("Scatter", algorithm, recvbuf, sendbuf, root, None)
-        if not self._engine.replayed(*memo):
-            self._call_scatter(sendbuf, recvbuf, root, algorithm, False, memo)
+        self._replay_or_parse(
+            ("Scatter", algorithm, recvbuf, sendbuf, root, None), False,
+            self._call_scatter, sendbuf, recvbuf, root, algorithm)
 
     def _call_scatter(self, sendbuf, recvbuf, root, algorithm, async_op,
                       memo=None):
@@ -398,9 +397,9 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
             async_op)
 
     def Alltoall(self, sendbuf, recvbuf, *, algorithm="auto"):
-        memo = ("Alltoall", algorithm, recvbuf, sendbuf, None, None)
-        if not self._engine.replayed(*memo):
-            self._call_alltoall(sendbuf, recvbuf, algorithm, False, memo)
+        self._replay_or_parse(
+            ("Alltoall", algorithm, recvbuf, sendbuf, None, None), False,
+            self._call_alltoall, sendbuf, recvbuf, algorithm)
 
     def _call_alltoall(self, sendbuf, recvbuf, algorithm, async_op,
                        memo=None):
@@ -434,16 +433,14 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
             given=("Alltoall", (sendbuf, recvbuf)), stage=stage), async_op)
 
     def Scan(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto"):
-        memo = ("Scan", algorithm, recvbuf, sendbuf, op, None)
-        if not self._engine.replayed(*memo):
-            self._call_scan("scan", sendbuf, recvbuf, op, algorithm, False,
-                            memo)
+        self._replay_or_parse(
+            ("Scan", algorithm, recvbuf, sendbuf, op, None), False,
+            self._call_scan, "scan", sendbuf, recvbuf, op, algorithm)
 
     def Exscan(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto"):
-        memo = ("Exscan", algorithm, recvbuf, sendbuf, op, None)
-        if not self._engine.replayed(*memo):
-            self._call_scan("exscan", sendbuf, recvbuf, op, algorithm, False,
-                            memo)
+        self._replay_or_parse(
+            ("Exscan", algorithm, recvbuf, sendbuf, op, None), False,
+            self._call_scan, "exscan", sendbuf, recvbuf, op, algorithm)
 
     def _call_scan(self, c, sendbuf, recvbuf, op, algorithm, async_op,
                    memo=None):
@@ -460,11 +457,10 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
 
     def Reduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM, *,
                              algorithm="auto"):
-        memo = ("Reduce_scatter_block", algorithm, recvbuf, sendbuf, op,
-                None)
-        if not self._engine.replayed(*memo):
-            self._call_reduce_scatter_block(sendbuf, recvbuf, op, algorithm,
-                                            False, memo)
+        self._replay_or_parse(
+            ("Reduce_scatter_block", algorithm, recvbuf, sendbuf, op, None),
+            False, self._call_reduce_scatter_block, sendbuf, recvbuf, op,
+            algorithm)
 
     def _call_reduce_scatter_block(self, sendbuf, recvbuf, op, algorithm,
                                    async_op, memo=None):
@@ -491,9 +487,8 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
             given=("Reduce_scatter_block", (sendbuf, recvbuf, op)))
 
     def Barrier(self, *, algorithm="auto"):
-        memo = ("Barrier", algorithm, None, None, None, None)
-        if not self._engine.replayed(*memo):
-            self._barrier(algorithm, False, memo)
+        self._replay_or_parse(("Barrier", algorithm, None, None, None, None),
+                              False, self._barrier, algorithm)
 
 
 # The collective methods a guarded Comm wraps (mpicoll.guard.guarded).

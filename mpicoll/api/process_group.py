@@ -112,15 +112,6 @@ class ProcessGroup(TorchPointToPoint, TensorArguments, CallBuilder):
     def __repr__(self) -> str:
         return f"<mpicoll.ProcessGroup rank {self.rank()} of {self.size()}>"
 
-    def _again(self, memo, async_op) -> tuple:
-        """``(True, what the call returns)`` for a repeat of a call already
-        checked (replayed, or restarted: ``Engine.replayed`` and
-        ``Engine.restarted``), else ``(False, None)``."""
-        if async_op:
-            work = self._engine.restarted(*memo)
-            return work is not None, work
-        return self._engine.replayed(*memo), None
-
     def _op_of(self, op, collective):
         return self._op(op.value if isinstance(op, ReduceOp) else op,
                         collective)
@@ -130,10 +121,11 @@ class ProcessGroup(TorchPointToPoint, TensorArguments, CallBuilder):
     def all_reduce(self, tensor, op=ReduceOp.SUM, async_op=False, *,
                    algorithm="auto"):
         """Reduce ``tensor`` across ranks, in place on every rank."""
-        memo = ("all_reduce", algorithm, tensor, op, None, None)
-        done, work = self._again(memo, async_op)
-        if done:
-            return work
+        return self._replay_or_parse(
+            ("all_reduce", algorithm, tensor, op, None, None), async_op,
+            self._call_all_reduce, tensor, op, algorithm)
+
+    def _call_all_reduce(self, tensor, op, algorithm, async_op, memo):
         c = "allreduce"
         op = self._op_of(op, c)
         flat = self._tensor(tensor, c, "tensor")
@@ -144,10 +136,11 @@ class ProcessGroup(TorchPointToPoint, TensorArguments, CallBuilder):
                algorithm="auto"):
         """Reduce ``tensor`` onto ``dst``, in place there; elsewhere
         ``tensor`` is only read."""
-        memo = ("reduce", algorithm, tensor, op, dst, None)
-        done, work = self._again(memo, async_op)
-        if done:
-            return work
+        return self._replay_or_parse(
+            ("reduce", algorithm, tensor, op, dst, None), async_op,
+            self._call_reduce, tensor, dst, op, algorithm)
+
+    def _call_reduce(self, tensor, dst, op, algorithm, async_op, memo):
         c = "reduce"
         op = self._op_of(op, c)
         dst = self._root(dst, c)
@@ -158,10 +151,11 @@ class ProcessGroup(TorchPointToPoint, TensorArguments, CallBuilder):
 
     def broadcast(self, tensor, src=0, async_op=False, *, algorithm="auto"):
         """Copy ``src``'s ``tensor`` into every rank's ``tensor``."""
-        memo = ("broadcast", algorithm, tensor, src, None, None)
-        done, work = self._again(memo, async_op)
-        if done:
-            return work
+        return self._replay_or_parse(
+            ("broadcast", algorithm, tensor, src, None, None), async_op,
+            self._call_broadcast, tensor, src, algorithm)
+
+    def _call_broadcast(self, tensor, src, algorithm, async_op, memo):
         c = "bcast"
         src = self._root(src, c)
         return self._bcast(self._tensor(tensor, c, "tensor"), src, algorithm,
@@ -172,11 +166,14 @@ class ProcessGroup(TorchPointToPoint, TensorArguments, CallBuilder):
         """Every rank's ``input_tensor`` into ``output_tensor`` (``size``
         times as many elements), in rank order; ``input_tensor`` may be
         ``output_tensor``'s own block (in place)."""
-        out, x = output_tensor, input_tensor
-        memo = ("all_gather_into_tensor", algorithm, out, x, None, None)
-        done, work = self._again(memo, async_op)
-        if done:
-            return work
+        return self._replay_or_parse(
+            ("all_gather_into_tensor", algorithm, output_tensor,
+             input_tensor, None, None), async_op,
+            self._call_all_gather_into_tensor, output_tensor, input_tensor,
+            algorithm)
+
+    def _call_all_gather_into_tensor(self, out, x, algorithm, async_op,
+                                     memo):
         c = "allgather"
         send = self._tensor(x, c, "input_tensor", writable=False)
         recv = self._tensor(out, c, "output_tensor")
@@ -218,10 +215,13 @@ class ProcessGroup(TorchPointToPoint, TensorArguments, CallBuilder):
                               async_op=False, *, algorithm="auto"):
         """Reduce ``input`` (``size`` blocks of ``output``'s size) across
         ranks and leave block ``rank`` of the result in ``output``."""
-        memo = ("reduce_scatter_tensor", algorithm, output, input, op, None)
-        done, work = self._again(memo, async_op)
-        if done:
-            return work
+        return self._replay_or_parse(
+            ("reduce_scatter_tensor", algorithm, output, input, op, None),
+            async_op, self._call_reduce_scatter_tensor, output, input, op,
+            algorithm)
+
+    def _call_reduce_scatter_tensor(self, output, input, op, algorithm,
+                                    async_op, memo):
         c = "reduce_scatter_block"
         op = self._op_of(op, c)
         send = self._tensor(input, c, "input", writable=False)
@@ -405,11 +405,9 @@ class ProcessGroup(TorchPointToPoint, TensorArguments, CallBuilder):
 
     def barrier(self, async_op=False, *, algorithm="auto"):
         """Block until every rank has entered the barrier."""
-        memo = ("barrier", algorithm, None, None, None, None)
-        done, work = self._again(memo, async_op)
-        if done:
-            return work
-        return self._barrier(algorithm, async_op, memo)
+        return self._replay_or_parse(
+            ("barrier", algorithm, None, None, None, None), async_op,
+            self._barrier, algorithm)
 
 
 # The collective methods a guarded ProcessGroup wraps (mpicoll.guard.guarded).

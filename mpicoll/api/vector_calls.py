@@ -47,14 +47,14 @@ class VectorCalls:
     """The v-collectives of :class:`mpicoll.Comm` (a mixin)."""
 
     def Allgatherv(self, sendbuf, recvbuf, *, algorithm="auto"):
-        memo = ("Allgatherv", algorithm, recvbuf, sendbuf, None, None)
-        if not self._engine.replayed(*memo):
-            self._call_allgatherv(sendbuf, recvbuf, algorithm, False, memo)
+        self._replay_or_parse(
+            ("Allgatherv", algorithm, recvbuf, sendbuf, None, None), False,
+            self._call_allgatherv, sendbuf, recvbuf, algorithm)
 
     def Iallgatherv(self, sendbuf, recvbuf, *, algorithm="auto") -> Work:
-        memo = ("Iallgatherv", algorithm, recvbuf, sendbuf, None, None)
-        return self._engine.restarted(*memo) or self._call_allgatherv(
-            sendbuf, recvbuf, algorithm, True, memo)
+        return self._replay_or_parse(
+            ("Iallgatherv", algorithm, recvbuf, sendbuf, None, None), True,
+            self._call_allgatherv, sendbuf, recvbuf, algorithm)
 
     def _call_allgatherv(self, sendbuf, recvbuf, algorithm, async_op,
                          memo=None):
@@ -246,20 +246,17 @@ class VectorCalls:
 
     def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM,
                        *, algorithm="auto"):
-        # recvcounts=None exchanges counts each call: never replayed.
-        memo = ("Reduce_scatter", algorithm, recvbuf, sendbuf, op,
-                recvcounts) if type(recvcounts) is tuple else None
-        if memo is None or not self._engine.replayed(*memo):
-            self._call_reduce_scatter(sendbuf, recvbuf, recvcounts, op,
-                                      algorithm, False, memo)
+        self._replay_or_parse(
+            _counts_memo("Reduce_scatter", algorithm, recvbuf, sendbuf, op,
+                         recvcounts), False, self._call_reduce_scatter,
+            sendbuf, recvbuf, recvcounts, op, algorithm)
 
     def Ireduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM,
                         *, algorithm="auto") -> Work:
-        memo = ("Ireduce_scatter", algorithm, recvbuf, sendbuf, op,
-                recvcounts) if type(recvcounts) is tuple else None
-        return (memo and self._engine.restarted(*memo)) or \
-            self._call_reduce_scatter(sendbuf, recvbuf, recvcounts, op,
-                                      algorithm, True, memo)
+        return self._replay_or_parse(
+            _counts_memo("Ireduce_scatter", algorithm, recvbuf, sendbuf, op,
+                         recvcounts), True, self._call_reduce_scatter,
+            sendbuf, recvbuf, recvcounts, op, algorithm)
 
     def _call_reduce_scatter(self, sendbuf, recvbuf, recvcounts, op,
                              algorithm, async_op, memo=None):
@@ -341,3 +338,12 @@ class _PackedBlocks:
 
     def unpack(self) -> None:
         unpack(self.message, self.array)
+
+
+def _counts_memo(name, algorithm, recvbuf, sendbuf, op, recvcounts):
+    """A reduce-scatter's memo; None (never replayed) unless its counts
+    are a tuple, which cannot change between calls (``recvcounts=None``
+    exchanges the counts every call)."""
+    if type(recvcounts) is not tuple:
+        return None
+    return (name, algorithm, recvbuf, sendbuf, op, recvcounts)

@@ -170,57 +170,72 @@ class Engine(Replays, Choosing):
             on_device = placement(recv)
             if on_device is not None:
                 return self.launch_device(call, alg, on_device, async_op)
-        send, finish = call.send, call.finish
         if alg.native:
-            given = call.given
-            lent = None
-            if given is None:
-                make, lent = self.native_call(call, async_op)
-                if call.unstage is not None:
-                    finish = then(call.unstage, finish)
-                if lent is not None:  # freed once the call is complete
-                    finish = then(lent.Free, finish)
-            else:
-                make = self.prepared(given[0], async_op, *given[1])
-            if async_op:
-                start = partial(RequestWork, self.where_alg(call, alg),
-                                make, finish, call.owners)
-                if call.memo is not None and lent is None:
-                    self._remember(self._restarts, call.memo, start)
-                return start()
-            make()
-            if call.memo is not None and lent is None:
-                self._remember(self._replays, call.memo, then(make, finish))
-                if given is not None and finish is None:
-                    self._remember_alike(call.memo,
-                                         getattr(self.ctx.comm, given[0]),
-                                         given[1])
-        else:
+            return self._launch_native(call, alg, async_op)
+        return self._launch_hand_built(call, alg, async_op)
+
+    def _launch_native(self, call: Call, alg, async_op: bool):
+        """:meth:`launch` on host memory through the MPI library: the
+        caller's own mpi4py call (``call.given``) where there is one, else
+        the library's call on the parsed views. Remembered for replay
+        unless an ``MPI.Op`` was lent to a Python callable for it."""
+        given, finish = call.given, call.finish
+        lent = None
+        if given is None:
+            make, lent = self.native_call(call, async_op)
             if call.unstage is not None:
                 finish = then(call.unstage, finish)
-            plan = self.ctx.plan(alg, call.count, call.root, call.op, send,
-                                 recv, call.owners)
-            # ``stage`` refreshes mpicoll's copies of the input for a
-            # call made again; this call's own were made when parsed.
-            if async_op:
-                start = partial(self._started, plan,
-                                where=self.where_alg(call, alg),
-                                release=partial(_release, plan, finish),
-                                owners=call.owners)
-                if call.memo is not None:
-                    self._remember(self._restarts, call.memo,
-                                   partial(start, call.stage))
-                return start(None)
-            run_steps = partial(self._run_steps, plan.steps)
-            run_steps()
-            runner = then(call.stage, run_steps)
+            if lent is not None:  # freed once the call is complete
+                finish = then(lent.Free, finish)
+        else:
+            make = self.prepared(given[0], async_op, *given[1])
+        remember = call.memo is not None and lent is None
+        if async_op:
+            start = partial(RequestWork, self.where_alg(call, alg), make,
+                            finish, call.owners)
+            if remember:
+                self._remember(self._restarts, call.memo, start)
+            return start()
+        make()
+        if remember:
+            self._remember(self._replays, call.memo, then(make, finish))
+            if given is not None and finish is None:
+                self._remember_alike(call.memo,
+                                     getattr(self.ctx.comm, given[0]),
+                                     given[1])
+        if finish is not None:
+            finish()
+        return None
+
+    def _launch_hand_built(self, call: Call, alg, async_op: bool):
+        """:meth:`launch` of a schedule on host memory: its compiled plan
+        (cached per buffers by the context) run blocking, or started as a
+        :class:`Work` advanced by the progress thread; remembered for
+        replay (``call.stage`` refreshes mpicoll's copies of the input for
+        a call made again; this call's own were made when parsed)."""
+        finish = call.finish
+        if call.unstage is not None:
+            finish = then(call.unstage, finish)
+        plan = self.ctx.plan(alg, call.count, call.root, call.op, call.send,
+                             call.recv, call.owners)
+        if async_op:
+            start = partial(self._started, plan,
+                            where=self.where_alg(call, alg),
+                            release=partial(_release, plan, finish),
+                            owners=call.owners)
             if call.memo is not None:
-                self._remember(self._replays, call.memo,
-                               then(runner, finish))
-                if finish is None and call.stage is None:
-                    self._remember_alike(call.memo, Rerun(
-                        self.ctx, alg, call.count, call.root, call.op),
-                        (send, recv), flat=True)
+                self._remember(self._restarts, call.memo,
+                               partial(start, call.stage))
+            return start(None)
+        run_steps = partial(self._run_steps, plan.steps)
+        run_steps()
+        if call.memo is not None:
+            self._remember(self._replays, call.memo,
+                           then(then(call.stage, run_steps), finish))
+            if finish is None and call.stage is None:
+                self._remember_alike(call.memo, Rerun(
+                    self.ctx, alg, call.count, call.root, call.op),
+                    (call.send, call.recv), flat=True)
         if finish is not None:
             finish()
         return None

@@ -244,6 +244,34 @@ def test_startall_and_the_torch_style_face(comm):
         request.free()
 
 
+@pytest.mark.parametrize("face", ["torch", "mpi4py"])
+def test_prepared_after_the_same_nonblocking_and_blocking_calls(comm, face):
+    """Preparing a call that was just made on the same objects, nonblocking
+    and blocking (each remembered for its repeats), still prepares it: a
+    Persistent that runs only when started."""
+    p = comm.size
+    t, y = np.empty(4), np.empty(4)
+    if face == "torch":
+        pg = mpicoll.ProcessGroup(comm)
+        for _ in range(2):
+            pg.all_reduce(t, async_op=True).wait()
+            pg.all_reduce(t)
+        request = pg.prepare("all_reduce", t)
+    else:
+        for _ in range(2):
+            comm.Iallreduce(t, y).Wait()
+            comm.Allreduce(t, y)
+        request = comm.Allreduce_init(t, y)
+    assert isinstance(request, mpicoll.Persistent)
+    t[...] = comm.rank + 1
+    y[...] = -1
+    request.start()
+    request.wait(timeout=60)
+    total = sum(q + 1 for q in range(p))
+    assert np.all((t if face == "torch" else y) == total)
+    request.free()
+
+
 def block(q: int, j: int, k: int, n: int = 3) -> np.ndarray:
     """Rank ``q``'s tensor for rank ``j`` in round ``k``."""
     return np.arange(n) + q * 100 + j * 10 + k * 1000.0
