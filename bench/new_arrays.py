@@ -6,8 +6,8 @@ A training loop or a solver often reduces a freshly made array each step
 (a loss, a norm, ``np.array([value])``) rather than the same buffer again.
 mpicoll keeps a blocking call by its *likeness* (:mod:`mpicoll.engine.replay`):
 a later call on new arrays of the same dtype and shape skips the parse,
-natively and, since issue 14, hand-built too (its plan bound again to the
-new arrays, :mod:`mpicoll.engine.rebind`). Per size (8 B to 1 MiB of
+native or hand-built (its plan bound again to the new arrays,
+:mod:`mpicoll.engine.rebind`). Per size (8 B to 1 MiB of
 float32, by factors of 4) this times, interleaved in every round, calls
 that each make new input and output arrays: mpi4py's ``Allreduce``,
 mpicoll's with ``algorithm="native"`` and with ``auto``, and mpicoll's
@@ -15,8 +15,7 @@ mpicoll's with ``algorithm="native"`` and with ``auto``, and mpicoll's
 each size, so that its first call is parsed and its later ones replayed;
 arrays that first come after their kind was kept run by likeness until
 they come again among the kind's recent calls, :mod:`mpicoll.engine.replay`).
-Prints the
-median over rounds of each rank's mean µs per call (the slowest rank's),
+Prints the median over rounds of each rank's mean µs per call (the slowest rank's),
 and the ratio to mpi4py's; every result is checked.
 """
 

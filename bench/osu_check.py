@@ -32,7 +32,7 @@ COLLECTIVES = ("allreduce", "bcast", "allgather")
 
 
 def arguments(argv=None) -> argparse.Namespace:
-    from mpicoll.bench.cli import parse_size
+    from mpicoll.cli.sizes import parse_size
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-c", "--collective", choices=COLLECTIVES,
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
 
     import mpicoll
     from mpicoll.bench import harness
-    from mpicoll.bench.cli import sizes
+    from mpicoll.cli.sizes import sizes
     from mpicoll.bench.specs import SPECS
 
     comm = mpicoll.Comm(MPI.COMM_WORLD)

@@ -49,9 +49,8 @@ work. A bucket's span runs from where the compute stream had its inputs
 ready to where the compute stream, having waited on the all-reduce,
 passed that wait. The host launches kernels ahead of the GPU, so it
 mostly sees completion only in the final wait, with the whole backward
-pass queued: such spans end no earlier than the compute. The target on a
-GPU is an overlap efficiency of at least 0.8. Without CuPy or a GPU,
-``--device cuda`` is a usage error (exit status 2) on every rank.
+pass queued: such spans end no earlier than the compute. Without CuPy or
+a GPU, ``--device cuda`` is a usage error (exit status 2) on every rank.
 """
 
 from __future__ import annotations

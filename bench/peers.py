@@ -1,5 +1,4 @@
-"""Peers side by side: mpicoll against the other ways to do a collective
-from Python, interleaved in one run.
+"""mpicoll against the other ways to do a collective from Python, interleaved.
 
     mpiexec -n 2 python -m mpi4py bench/peers.py                 # 8 B .. 16 MiB
     mpiexec -n 2 python -m mpi4py bench/peers.py -c allreduce -e 64M \\
@@ -29,10 +28,10 @@ back-to-back calls, visits interleaved across contenders); every
 contender's output is checked exactly once after timing. float32 SUM,
 root 0. Rank 0 prints a table of the median µs per call (``p50``: all
 ranks' calls pooled, robust to the odd descheduled call that moves a
-mean on a busy machine) with the ratio to ``mpi4py``, then for allreduce
-the verdict against the targets of issue 4 (``--no-targets`` to skip).
-``--json`` writes the benchmark's schema (``algorithm`` is the
-contender), ``--plot`` busbw by size.
+mean on a busy machine) with the ratio to ``mpi4py``, and which
+algorithm ``auto`` and ``best`` ran at each size. ``--json`` writes the
+benchmark's schema (``algorithm`` is the contender), ``--plot`` busbw by
+size.
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ STAT = "p50"  # the statistic compared
 
 
 def arguments(argv=None) -> argparse.Namespace:
-    from mpicoll.bench.cli import parse_size
+    from mpicoll.cli.sizes import parse_size
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-c", "--collective", default=",".join(COLLECTIVES),
@@ -71,7 +70,6 @@ def arguments(argv=None) -> argparse.Namespace:
                    default="multiple", help="mpi4py.rc.thread_level")
     p.add_argument("--no-torch", action="store_true",
                    help="leave torch gloo out even if torch is installed")
-    p.add_argument("--no-targets", action="store_true")
     p.add_argument("--rewrite", action="store_true",
                    help="write the input before every timed call (as an "
                         "application does; the write is timed too)")
@@ -250,7 +248,8 @@ def print_table(name: str, rows: list[dict], nranks: int, level: str) -> None:
             cells.append(f"{t:>13.1f} ({t / base:5.2f}){bad}")
         print(f"{nbytes:>10} " + " ".join(f"{c:>22}" for c in cells))
     for who in ("mpicoll auto", "mpicoll best"):
-        print(f"# {who}: {spans([r for r in rows if r['algorithm'] == who])}")
+        print(f"# {who}: {spans([r for r in rows if r['algorithm'] == who])}",
+              flush=True)
 
 
 def spans(rows: list[dict]) -> str:
@@ -266,29 +265,6 @@ def spans(rows: list[dict]) -> str:
                      for name, lo, hi in runs)
 
 
-def target_verdicts(rows: list[dict]) -> list[str]:
-    """Issue 4's allreduce targets checked against ``rows`` (one run)."""
-    out = []
-    for nbytes in dict.fromkeys(r["nbytes"] for r in rows):
-        at = {r["algorithm"]: r["time_us"][STAT] for r in rows
-              if r["nbytes"] == nbytes}
-        auto, native = at["mpicoll auto"], at["mpi4py"]
-        best = min(at["mpicoll auto"], at["mpicoll best"])
-        checks = [("<= 1.1x best", auto <= 1.1 * best)]
-        if nbytes <= 4096:
-            checks.append(("<= 1.5x mpi4py", auto <= 1.5 * native))
-        if nbytes >= 64 << 10:
-            checks.append(("<= mpi4py", auto <= native))
-        if nbytes >= 1 << 20:
-            checks.append(("mpi4py/auto >= 1.25", native >= 1.25 * auto))
-        if "torch gloo" in at:
-            checks.append(("< gloo", auto < at["torch gloo"]))
-        missed = [what for what, ok in checks if not ok]
-        out.append(f"#   {nbytes:>10} B  auto/mpi4py {auto / native:5.2f}  "
-                   + ("met" if not missed else "MISSED: " + ", ".join(missed)))
-    return out
-
-
 def main(argv=None) -> int:
     import mpi4py
 
@@ -302,7 +278,8 @@ def main(argv=None) -> int:
 
     import mpicoll
     from mpicoll.cli import plot as plotting
-    from mpicoll.bench.cli import header, sizes
+    from mpicoll.bench.cli import header
+    from mpicoll.cli.sizes import sizes
     from mpicoll.bench.harness import Case
     from mpicoll.bench.specs import SPECS
 
@@ -343,9 +320,6 @@ def main(argv=None) -> int:
         records += rows
         if comm.rank == 0:
             print_table(name, rows, comm.size, level)
-            if name == "allreduce" and not args.no_targets:
-                print("# targets (issue 4): auto against mpi4py, best, gloo")
-                print("\n".join(target_verdicts(rows)), flush=True)
     if args.json:  # the header gathers host names: every rank takes part
         head = {**header(comm, []),
                 "command": " ".join([sys.executable, *sys.argv])}
@@ -353,7 +327,7 @@ def main(argv=None) -> int:
             with open(args.json, "w") as f:
                 json.dump({"header": head, "records": records}, f, indent=1)
     if comm.rank == 0 and args.plot:
-        plotting.plot(records, args.plot)
+        plotting.plot_busbw(records, args.plot)
     world.Barrier()
     if gloo is not None:
         import torch.distributed as dist

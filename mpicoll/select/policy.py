@@ -18,8 +18,8 @@ algorithms whose constraints hold, falling back to ``native``. Every choice
 carries a reason, so "which algorithm ran and why" has an answer.
 
 The default rules come from the benchmark at 2 ranks on the development
-machines (2 cores; ``docs/performance.md``, ``bash bench/performance.sh``
-and ``bash bench/small-messages.sh``): below :data:`SMALL` the MPI
+machines (2 cores; ``docs/performance.md``, ``bash
+bench/performance.sh``): below :data:`SMALL` the MPI
 library's own call wins or ties, because a hand-built call pays about a
 microsecond of Python per call and per round, except one case: allreduce
 on 2 ranks at ``MPI_THREAD_MULTIPLE`` (mpi4py's default), where MPICH's

@@ -184,8 +184,7 @@ def test_peers_with_torch_gloo(world):
 
     peers = load("peers")
     assert peers.main(["-c", "allreduce,allgather,bcast", "-b", "64",
-                       "-e", "64", "-n", "2", "-w", "1", "--rounds", "1",
-                       "--no-targets"]) == 0
+                       "-e", "64", "-n", "2", "-w", "1", "--rounds", "1"]) == 0
 
 
 def test_osu_cross_check(world, capsys):

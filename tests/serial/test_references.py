@@ -17,7 +17,7 @@ What counts as a reference (the rule that keeps false positives out):
   is imported); ``self.x``, ``MPI.X``, ``comm.Allreduce`` (a variable) are
   not references;
 - a repository path naming a file or a folder (``mpicoll/schedule/ops.py``,
-  ``scripts/venv*.sh``, ``docs/performance/``: first part a top-level
+  ``scripts/venv*.sh``, ``docs/results/``: first part a top-level
   folder of the repository, last part with an extension or a trailing
   ``/``) must exist; a code span that is just a Python or markdown file
   name (``work.py``; not ``python app.py``, a command) must be some file
