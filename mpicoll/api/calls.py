@@ -16,7 +16,7 @@ from functools import partial
 import numpy as np
 from mpi4py import MPI
 
-from mpicoll.device.cuda import copyto, empty_like, placement
+from mpicoll.device.cuda import copyto, empty_like, location
 from mpicoll.engine.engine import Call
 from mpicoll.engine.persistent import PERSISTENT
 from mpicoll.engine.work import then
@@ -68,7 +68,7 @@ class CallBuilder:
 
     def _same_memory(self, send, recv, collective) -> None:
         if (type(send) is not np.ndarray or type(recv) is not np.ndarray) \
-                and placement(send) != placement(recv):
+                and location(send) != location(recv):
             raise BufferSpecError(
                 f"send buffer is {_memory(send)} but receive buffer is "
                 f"{_memory(recv)}; both must be in the same memory",
@@ -281,5 +281,5 @@ def _bytes(view):
 
 
 def _memory(x) -> str:
-    where = placement(x)
+    where = location(x)
     return "host memory" if where is None else f"on CUDA device {where[1]}"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from mpicoll.device.cuda import cuda_aware, placement, runtime_of
+from mpicoll.device.cuda import cuda_aware, location, runtime_of
 from mpicoll.device.rules import hold_until
 from mpicoll.args.message import message
 from mpicoll.engine.work import Work
@@ -47,7 +47,7 @@ class PointToPoint:
     @staticmethod
     def _outgoing(buf, flat):
         """What MPI sends for ``buf`` (``flat``: its parsed view)."""
-        where = placement(flat)
+        where = location(flat)
         if where is None:
             return buf
         runtime, device = where
@@ -66,7 +66,7 @@ class PointToPoint:
         and the copy back to the device to run once it has (None: nothing
         to copy). ``also_sent``: the host copy starts as ``buf``'s data
         (Sendrecv_replace)."""
-        where = placement(flat)
+        where = location(flat)
         if where is None:
             return buf, None
         runtime, device = where

@@ -114,7 +114,7 @@ def check_reduce_scatter(send, recv, counts,
                               f"counts[{rank}] {counts[rank]}", **where)
 
 
-def address(msg) -> int | None:
+def _message_address(msg) -> int | None:
     """Where ``msg``'s data starts (a vector message: its buffer)."""
     raw = msg.buffer
     if raw is None:
@@ -129,8 +129,8 @@ def check_alias(send, recv, *, where: dict) -> None:
     if send is None or recv is None:
         return
     count = send.count if not hasattr(send, "displs") else sum(send.counts)
-    at = address(send) if count else None
-    if at is not None and at == address(recv):
+    at = _message_address(send) if count else None
+    if at is not None and at == _message_address(recv):
         raise BufferSpecMPIError("sendbuf and recvbuf are the same buffer "
                                  "(use MPI.IN_PLACE)",
                                  error_class=MPI.ERR_BUFFER, **where)

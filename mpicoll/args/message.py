@@ -395,12 +395,7 @@ def message(spec, *, readonly: bool, blocks: int = 1, null: bool = False,
         fast = _fast(spec, readonly, blocks)
         if fast is not None:
             return fast
-    try:
-        return _simple(spec, readonly, blocks)
-    except MpicollError:
-        raise
-    except Exception as exc:
-        raise spec_error(exc, where) from exc
+    return _parsed(_simple, spec, readonly, blocks, where)
 
 
 def vector_message(spec, *, readonly: bool, blocks: int, null: bool = False,
@@ -409,8 +404,15 @@ def vector_message(spec, *, readonly: bool, blocks: int, null: bool = False,
     ``blocks`` counts and displacements (one per rank)."""
     if null:
         return None
+    return _parsed(_vector, spec, readonly, blocks, where)
+
+
+def _parsed(parse, spec, readonly: bool, blocks: int, where: dict):
+    """``parse(spec, readonly, blocks)``; what mpi4py would raise for the
+    spec raised as an :class:`~mpicoll.errors.MpicollError` of the same
+    type, naming the rank and the call (:func:`mpicoll.errors.spec_error`)."""
     try:
-        return _vector(spec, readonly, blocks)
+        return parse(spec, readonly, blocks)
     except MpicollError:
         raise
     except Exception as exc:

@@ -1,4 +1,4 @@
-"""CUDA device arrays: the runtime seam, CUDA-awareness, placement.
+"""CUDA device arrays: the runtime seam, CUDA-awareness, location.
 
 Everything mpicoll does to a device array goes through a *runtime*: a small
 object with the handful of CUDA operations the library needs (allocate on a
@@ -129,7 +129,7 @@ def cupy_runtime() -> CupyRuntime:
     return _cupy_runtime
 
 
-def placement(x):
+def location(x):
     """``(runtime, device)`` of a parsed buffer, or None on the host."""
     runtime = runtime_of(x)
     return None if runtime is None else (runtime, runtime.device_of(x))
@@ -138,7 +138,7 @@ def placement(x):
 def empty_like(x, n: int, dtype=None):
     """An uninitialised 1-D array of ``n`` elements where ``x`` lives."""
     dtype = x.dtype if dtype is None else dtype
-    where = placement(x)
+    where = location(x)
     if where is None:
         return np.empty(n, dtype)
     runtime, device = where

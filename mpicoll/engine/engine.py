@@ -42,7 +42,7 @@ from mpicoll.engine import progress
 from mpicoll.guard import check_mode, exchange
 from mpicoll.select.choices import Choosing, log, log_to_stderr
 from mpicoll.engine.context import context_of, ranks_per_node
-from mpicoll.device.cuda import cuda_aware, placement
+from mpicoll.device.cuda import cuda_aware, location
 from mpicoll.device.rules import (
     DeviceTarget,
     caller_ready,
@@ -167,7 +167,7 @@ class Engine(Replays, Choosing):
         alg = self.algorithm_for(call, _form(async_op))
         recv = call.recv
         if type(recv) is not np.ndarray:
-            on_device = placement(recv)
+            on_device = location(recv)
             if on_device is not None:
                 return self.launch_device(call, alg, on_device, async_op)
         if alg.native:

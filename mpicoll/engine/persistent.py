@@ -33,7 +33,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll.engine import progress
-from mpicoll.device.cuda import placement
+from mpicoll.device.cuda import location
 from mpicoll.errors import MPIArgumentError
 from mpicoll.engine.executor import (
     Execution,
@@ -258,7 +258,7 @@ def prepare(engine, call, watch=None) -> Persistent:
     alg = engine.algorithm_for(call, "persistent")
     where = engine.where_alg(call, alg)
     recv, finish, owners = call.recv, call.finish, call.owners
-    on_device = None if type(recv) is np.ndarray else placement(recv)
+    on_device = None if type(recv) is np.ndarray else location(recv)
     free = None
     if on_device is not None:
         again = call._replace(memo=None)

@@ -74,12 +74,12 @@ SWITCH_INTERVAL = 5e-4  # seconds: the GIL hand-over while work is in flight
 log = logging.getLogger("mpicoll")
 _preference: bool | None = None  # set_enabled(); None: the environment
 _environment: bool | None = None  # MPICOLL_PROGRESS_THREAD, read once
-_engine: Engine | None = None
+_running: ProgressThread | None = None
 _start_lock = threading.Lock()
 _explained = False  # _explain_once() has logged
 
 
-class Engine:
+class ProgressThread:
     """The thread and the executions it advances."""
 
     def __init__(self) -> None:
@@ -178,27 +178,27 @@ def enabled() -> bool:
 def submit(execution: Execution) -> bool:
     """Hand ``execution`` to the progress thread (started on first use);
     False, and nothing done, when the thread is off."""
-    global _engine
+    global _running
     if execution.finished:
         return False
     if not enabled():
         _explain_once()
         return False
-    if _engine is None:
+    if _running is None:
         with _start_lock:
-            if _engine is None:
-                _engine = Engine()
+            if _running is None:
+                _running = ProgressThread()
                 atexit.register(_shutdown)
                 _explain_once()
-    _engine.submit(execution)
+    _running.submit(execution)
     return True
 
 
 def _shutdown() -> None:
-    global _engine
-    if _engine is not None:
-        _engine.stop()
-        _engine = None
+    global _running
+    if _running is not None:
+        _running.stop()
+        _running = None
 
 
 def _explain_once() -> None:
@@ -208,7 +208,7 @@ def _explain_once() -> None:
     if _explained:
         return
     _explained = True
-    if _engine is not None:
+    if _running is not None:
         log.info("[mpicoll] hand-built nonblocking collectives progress on "
                  "a background thread (MPICOLL_PROGRESS_THREAD=0 turns it "
                  "off)")

@@ -40,7 +40,7 @@ import numpy as np
 
 from mpicoll.guard import exchange
 from mpicoll.collectives import COLLECTIVES
-from mpicoll.device.cuda import placement
+from mpicoll.device.cuda import location
 from mpicoll.errors import CollectiveCheckError, spans
 
 # The order fields are reported in.
@@ -70,7 +70,7 @@ def fingerprint(call, algorithm: str) -> dict:
     fields = {"stage": "collective", "collective": call.collective,
               "algorithm": algorithm, "dtype": send.dtype.str,
               "count": call.count,
-              "memory": "host" if placement(recv) is None else "device"}
+              "memory": "host" if location(recv) is None else "device"}
     if row.reducing:
         fields["op"] = None if call.op is None else call.op.name
     if row.rooted:

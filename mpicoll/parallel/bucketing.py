@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mpicoll.api.process_group import ProcessGroup
-from mpicoll.device.cuda import copyto, empty_like, placement, runtime_of
+from mpicoll.device.cuda import copyto, empty_like, location, runtime_of
 from mpicoll.errors import InvalidArgumentError
 from mpicoll.schedule.ops import builtin_op
 from mpicoll.engine.work import Work
@@ -312,13 +312,13 @@ def _is_int(x) -> bool:
 def _device(x) -> str:
     """``"host"`` or the device runtime's name: what every rank must
     agree on (ranks may use different GPUs)."""
-    where = placement(x)
+    where = location(x)
     return "host" if where is None else where[0].name
 
 
 def _memory(x) -> str:
     """Which memory ``x`` is in: a bucket never mixes two."""
-    where = placement(x)
+    where = location(x)
     return "host" if where is None else f"{where[0].name}:{where[1]}"
 
 

@@ -1,4 +1,4 @@
-"""Tier 2: nothing leaks (issue 13, item 4).
+"""Tier 2: nothing leaks.
 
 For every collective and every algorithm (``native`` and every hand-built
 one, the hierarchical ones included: they run on one node), 10,000 calls
@@ -207,7 +207,7 @@ def caches(comm) -> dict[str, tuple[int, int | None]]:
     not grow once warm, nor hold more than CACHE_BOUND entries after
     DISTINCT kinds of call."""
     engine, ctx = comm._engine, comm._engine.ctx
-    progress = mpicoll.engine.progress._engine
+    progress = mpicoll.engine.progress._running
     build = mpicoll.coll.registry._build.cache_info()
     return {
         "engine._choices": (len(engine._choices),
@@ -245,10 +245,9 @@ def caches(comm) -> dict[str, tuple[int, int | None]]:
 class _Nudge:
     """A stand-in execution, finished by its first advance: the progress
     thread keeps its last pass's list (``active`` in
-    ``mpicoll.engine.progress.Engine._loop``) until its next pass, however many
+    ``mpicoll.engine.progress.ProgressThread._loop``) until its next pass, however many
     executions finished in it; a pass over this one leaves only it there
-    (that retention is bounded, so not counted as a leak here; see the
-    report of issue 13)."""
+    (that retention is bounded, so not counted as a leak here)."""
 
     finished = False
 
@@ -260,7 +259,7 @@ class _Nudge:
 def settle() -> None:
     """Let the progress thread drop what it finished (and its last pass's
     list); wait for the fake device streams; collect garbage."""
-    progress = mpicoll.engine.progress._engine
+    progress = mpicoll.engine.progress._running
     if progress is not None:
         deadline = time.monotonic() + 5
         for nudge in (None, _Nudge()):

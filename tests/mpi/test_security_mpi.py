@@ -1,4 +1,4 @@
-"""Tier 2: security (issue 13, item 6), at every rank count.
+"""Tier 2: security, at every rank count.
 
 (a) No pickle on library data paths. Unpickling bytes from another
 process runs whatever they say, so mpicoll exchanges its own metadata

@@ -1,5 +1,5 @@
 """The device layer's pieces, one process, no GPU: CUDA-awareness,
-placement, kernels per array module, device steps, lifetimes."""
+location, kernels per array module, device steps, lifetimes."""
 
 from __future__ import annotations
 
@@ -55,10 +55,10 @@ def test_this_mpich_wheel_is_not_cuda_aware():
 
 
 def test_placement(runtime):
-    assert cuda.placement(np.zeros(3)) is None
+    assert cuda.location(np.zeros(3)) is None
     assert cuda.runtime_of(np.zeros(3)) is None
     x = fakecuda.device_array([1.0, 2.0])
-    assert cuda.placement(x) == (runtime, 0)
+    assert cuda.location(x) == (runtime, 0)
     assert type(cuda.empty_like(x, 5)) is fakecuda.DeviceArray
     assert type(cuda.empty_like(np.zeros(1), 5)) is np.ndarray
 

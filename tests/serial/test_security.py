@@ -1,4 +1,4 @@
-"""Tier 1: security (issue 13, item 6) without MPI ranks.
+"""Tier 1: security, without MPI ranks.
 
 tests/mpi/test_security_mpi.py runs the library with pickle and sockets
 refused; these are the static halves: no mpicoll module imports a
