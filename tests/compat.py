@@ -406,8 +406,9 @@ def _ranks(ranks: list[int], size: int) -> str:
 
 
 def _main(argv: list[str]) -> int:
-    """Rerun ``tests/mpi/test_compat_mpi.py`` at ``argv[0]`` ranks until no new
-    run hangs; print every difference."""
+    """Rerun ``tests/mpi/test_compat_*_mpi.py`` at ``argv[0]`` ranks until no
+    new run hangs; print every difference."""
+    import glob
     import subprocess
     import tempfile
 
@@ -422,7 +423,8 @@ def _main(argv: list[str]) -> int:
     env.setdefault("COMPAT_CASE_TIMEOUT", "20")
     command = ["mpiexec", "-n", ranks, sys.executable, "-m", "mpi4py", "-m",
                "pytest", "-q", "--with-mpi", "-m", "mpi", *argv[1:],
-               os.path.join(here, "mpi", "test_compat_mpi.py")]
+               *sorted(glob.glob(os.path.join(here, "mpi",
+                                              "test_compat_*_mpi.py")))]
     for attempt in range(1, 50):
         if os.path.exists(log):
             os.remove(log)

@@ -17,22 +17,14 @@ must not be taken for the earlier call.
 from __future__ import annotations
 
 import weakref
-from contextlib import closing
 
 import numpy as np
 import pytest
 from mpi4py import MPI
 
 import mpicoll
-from compat import Harness
 
 pytestmark = pytest.mark.mpi
-
-
-@pytest.fixture(scope="module")
-def h(request):
-    with closing(Harness(request.config)) as harness:
-        yield harness
 
 
 def ids(rank: int, n: int, k: int = 0, dtype="i8") -> np.ndarray:
