@@ -1,6 +1,6 @@
 """``python -m mpicoll.catalogue``: write (or ``--check``) docs/algorithms.md
-from the registry and the builders' docstrings
-(:mod:`mpicoll.model.catalogue`)."""
+and the pages of docs/algorithms/ from the registry and the builders'
+docstrings (:mod:`mpicoll.model.catalogue`)."""
 
 import sys
 

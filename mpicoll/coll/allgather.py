@@ -5,6 +5,10 @@ Buffers: ``send`` holds this rank's ``count`` elements, ``recv`` the
 ``count`` is the per-rank tuple: ``send`` holds ``count[rank]`` elements
 and the blocks are packed in ``recv`` (displacements the prefix sums). An
 in-place call aliases ``send`` to this rank's own block of ``recv``.
+Allgather is allgatherv with ``(count,) * p``: the ring and recursive
+doubling are one builder each on per-rank counts, registered for both
+(the registry widens allgather's ``count``, :mod:`mpicoll.coll.registry`);
+Bruck's is allgather's alone.
 
 Also holds the components other collectives build on, all working in one
 vector ``data`` of per-rank blocks (uneven, possibly empty: block ``i`` is
@@ -97,90 +101,57 @@ def _allgather(steps, rank: int, size: int, counts) -> Schedule:
     return b.build()
 
 
-@register("allgather", "ring")
+@register(("allgather", "allgatherv"), "ring")
 def ring(rank, size, count) -> Schedule:
     """Ring: ``p-1`` steps, each rank passing on the block it got last.
 
-    Any p.
+    ``count`` is the per-rank tuple (allgather's ``count`` arrives as
+    ``(count,) * p``); an empty block travels as no message at all. Any p
+    and counts, zeros too.
 
-    Rounds: ``p-1``.
-    Bytes sent per rank: ``n (p-1)/p`` (``n`` the whole output),
-    bandwidth-optimal; latency ``(p-1) α`` makes it the choice for long
-    vectors.
+    Rounds: ``p-1`` (after the copy of ``send``).
+    Bytes sent: ``n (p-1)/p`` per rank with equal blocks (``n`` the whole
+    output), bandwidth-optimal; latency ``(p-1) α`` makes it the choice
+    for long vectors. With uneven counts rank ``r`` sends every block but
+    rank ``r+1``'s, and each step lasts as long as its largest block: up
+    to ``(p-1) max(count)``.
     Temp memory: none; every block is received into its final place.
     Reference: Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009;
-    MPICH ``allgather_intra_ring``.
+    MPICH ``allgather_intra_ring`` and ``allgatherv_intra_ring``.
 
     Trace, p=4 (rank r starts with block r): step 1: r sends block r to r+1;
     step 2: r forwards block r-1; step 3: r forwards block r-2, and now holds
-    all four.
-    """
-    return _allgather(ring_steps, rank, size, (count,) * size)
-
-
-@register("allgather", "recursive_doubling")
-def recursive_doubling(rank, size, count) -> Schedule:
-    """Recursive doubling: ``log2 p`` exchanges of ever larger halves; any p by folding.
-
-    For p not a power of two, ``pof2 = floor_pow2(p)``, the ``p - pof2``
-    folded odd ranks take their even neighbour's block first and send the
-    whole vector back to it last. Any p.
-
-    Rounds: ``log2 p`` for a power of two; otherwise ``floor(log2 p) + 2``
-    on the folded odd ranks (2 rounds on the even ones), after a copy of
-    ``send`` into ``recv``.
-    Bytes sent per rank: ``n (p-1)/p`` for a power of two; the folded odd
-    ranks send ``n`` more.
-    Temp memory: none.
-    Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
-    ``allgather_intra_recursive_doubling`` (which needs a power of two; the
-    fold is MPICH's allreduce one).
-
-    Trace, p=4: step 1: pairs (0,1), (2,3) swap their blocks; step 2: pairs
-    (0,2), (1,3) swap their pairs of blocks. With p=5: 0 first gives block 0
-    to 1, the core {1,2,3,4} doubles, then 1 sends all five blocks to 0.
-    """
-    return _allgather(recursive_doubling_steps, rank, size, (count,) * size)
-
-
-@register("allgatherv", "ring")
-def ring_v(rank, size, count) -> Schedule:
-    """Ring on blocks of any size: each rank passes on the block it got last.
-
-    :func:`ring` with ``count`` the per-rank tuple; an empty block travels
-    as no message at all. Any p and counts, zeros too.
-
-    Rounds: ``p-1`` (after the copy of ``send``).
-    Bytes sent: every block but rank ``r+1``'s by rank ``r``; each step
-    lasts as long as its largest block, so uneven counts cost up to ``(p-1)
-    max(count)``.
-    Temp memory: none.
-    Reference: MPICH ``allgatherv_intra_ring``.
-
-    Trace, p=4, blocks B0..B3: as :func:`ring`; with B1 empty, rank 1 sends
-    nothing in step 1 and rank 2 nothing in step 2.
+    all four. With block 1 empty, rank 1 sends nothing in step 1 and rank 2
+    nothing in step 2.
     """
     return _allgather(ring_steps, rank, size, count)
 
 
-@register("allgatherv", "recursive_doubling")
-def recursive_doubling_v(rank, size, count) -> Schedule:
-    """Recursive doubling on blocks of any size; any p by folding.
+@register(("allgather", "allgatherv"), "recursive_doubling")
+def recursive_doubling(rank, size, count) -> Schedule:
+    """Recursive doubling: ``log2 p`` exchanges of ever larger halves; any p by folding.
 
-    :func:`recursive_doubling` with ``count`` the per-rank tuple; an empty
-    range of blocks travels as no message at all. Any p and counts, zeros
-    too.
+    ``count`` is the per-rank tuple (allgather's ``count`` arrives as
+    ``(count,) * p``); an empty range of blocks travels as no message at
+    all. For p not a power of two, ``pof2 = floor_pow2(p)``, the ``p -
+    pof2`` folded odd ranks take their even neighbour's block first and
+    send the whole vector back to it last. Any p and counts, zeros too.
 
-    Rounds: ``log2 p`` for a power of two, else ``floor(log2 p) + 2`` on
-    the folded odd ranks.
-    Bytes sent: its group's blocks in each step by a core rank; a folded
-    odd rank also sends the whole vector at the end.
+    Rounds: ``log2 p`` for a power of two; otherwise ``floor(log2 p) + 2``
+    on the folded odd ranks (2 rounds on the even ones), after a copy of
+    ``send`` into ``recv``.
+    Bytes sent: ``n (p-1)/p`` per rank with equal blocks and a power of
+    two; the folded odd ranks send ``n`` more. With uneven counts a core rank
+    sends its group's blocks in each step.
     Temp memory: none.
-    Reference: MPICH ``allgatherv_intra_recursive_doubling``; the fold for
-    p not a power of two is :func:`recursive_doubling`'s.
+    Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
+    ``allgather_intra_recursive_doubling`` (which needs a power of two; the
+    fold is MPICH's allreduce one) and
+    ``allgatherv_intra_recursive_doubling``.
 
-    Trace, p=4, blocks B0..B3: step 1: pairs (0,1), (2,3) swap their
-    blocks; step 2: pairs (0,2), (1,3) swap ``B0 B1`` and ``B2 B3``.
+    Trace, p=4: step 1: pairs (0,1), (2,3) swap their blocks; step 2: pairs
+    (0,2), (1,3) swap their pairs of blocks. With p=5: 0 first gives block 0
+    to 1, the core {1,2,3,4} doubles, then 1 sends all five blocks to 0.
     """
     return _allgather(recursive_doubling_steps, rank, size, count)
 

@@ -7,8 +7,9 @@ matrix, ``count[i][j]`` the elements rank ``i`` sends rank ``j``: rank
 ``r``'s ``send`` packs row ``r`` in order, its ``recv`` column ``r``. They
 never alias: an in-place call is staged through a copy by the layer above
 (see :mod:`mpicoll.schedule.layout`). Alltoall is alltoallv with the
-constant matrix: linear and pairwise are one builder each on the two
-packings (:func:`_even`, :func:`_ragged`) of a rank's blocks.
+constant matrix: linear and pairwise are one builder each on the matrix,
+registered for both (the registry widens alltoall's ``count``,
+:mod:`mpicoll.coll.registry`); Bruck's is alltoall's alone.
 """
 
 from __future__ import annotations
@@ -24,20 +25,41 @@ def _block(buf: str, j: int, bounds) -> Span:
     return Span(buf, bounds[j], bounds[j + 1])
 
 
-def _even(size: int, count: int):
-    """Bounds of a rank's ``send`` and ``recv`` blocks for alltoall."""
-    bounds = block_bounds((count,) * size)
-    return bounds, bounds
-
-
-def _ragged(rank: int, matrix):
-    """Bounds of ``rank``'s ``send`` blocks (its row) and ``recv`` blocks (its
-    column) for alltoallv."""
+def _layouts(rank: int, matrix):
+    """Bounds of ``rank``'s ``send`` blocks (its row of the matrix) and
+    ``recv`` blocks (its column)."""
     return block_bounds(matrix[rank]), block_bounds(row[rank] for row in matrix)
 
 
-def _linear(rank, size, bounds) -> Schedule:
-    out, into = bounds
+@register(("alltoall", "alltoallv"), "linear")
+def linear(rank, size, count) -> Schedule:
+    """All ``p-1`` sends and receives posted at once, then the own block copied.
+
+    ``count`` is the matrix (alltoall's ``count`` arrives as the constant
+    one); an empty block travels as no message at all. Sends go to ``r+1,
+    r+2, ...`` and receives come from ``r-1, r-2, ...`` so that no rank is
+    everyone's first target. Any p and matrix, zeros too. A rank reads
+    only its row (its send counts) and its column (its receive counts),
+    just what MPI's alltoallv gives it; every rank passes the same whole
+    matrix, which the MPI layer assembles. Lets MPI overlap everything, at
+    the price of ``2(p-1)`` outstanding requests per rank (and congestion
+    on large p).
+
+    Rounds: 1.
+    Bytes sent: ``n (p-1)/p`` per rank with equal blocks (``n`` the whole
+    send buffer); its row ``count[r]`` but the diagonal by rank ``r``;
+    every block straight from ``send`` into its place in ``recv``, in
+    ``p-1`` messages.
+    Temp memory: none.
+    Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
+    ``alltoall_intra_scattered`` and ``alltoallv_intra_scattered``
+    (unbatched); Open MPI ``basic_linear`` alltoall and alltoallv.
+
+    Trace, p=4, rank 1: posts sends of blocks 2, 3, 0 to ranks 2, 3, 0 and
+    receives from ranks 0, 3, 2 into blocks 0, 3, 2 (at offsets the prefix
+    sums of its row and of column 1); then copies its block 1.
+    """
+    out, into = _layouts(rank, count)
     b = ScheduleBuilder()
     b.exchange(
         sends=[((rank + i) % size, _block("send", rank + i, out))
@@ -48,114 +70,45 @@ def _linear(rank, size, bounds) -> Schedule:
     return b.build()
 
 
-def _pairwise(rank, size, bounds) -> Schedule:
-    out, into = bounds
+@register(("alltoall", "alltoallv"), "pairwise")
+def pairwise(rank, size, count) -> Schedule:
+    """Pairwise exchange: in step ``i`` send to ``r+i``, receive from ``r-i``.
+
+    ``count`` is the matrix, as for :func:`linear`. Any p and matrix,
+    zeros too; shifts for every p (MPICH pairs ``r`` with ``r XOR i`` for
+    powers of two, which costs the same here). One message in flight each
+    way per rank: the choice for long messages. Each step lasts as long as
+    its largest block.
+
+    Rounds: ``p-1`` (the own block is copied during the last); at most,
+    a step in which both blocks are empty dropping out.
+    Bytes sent: ``n (p-1)/p`` per rank with equal blocks (``n`` the whole
+    send buffer); its row ``count[r]`` but the diagonal by rank ``r``; one
+    block per step straight from ``send`` into its place in ``recv``.
+    Temp memory: none.
+    Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
+    ``alltoall_intra_pairwise``; Open MPI
+    ``ompi_coll_base_alltoallv_intra_pairwise``.
+
+    Trace, p=4, rank 1: step 1: block 2 to rank 2, block 0 from rank 0;
+    step 2: block 3 to 3, block 3 from 3; step 3: block 0 to 0, block 2
+    from 2. With ``count[1][2] == count[0][1] == 0`` step 1 drops out.
+    """
+    return pairwise_blocks(rank, size, *_layouts(rank, count))
+
+
+def pairwise_blocks(rank, size, out, into) -> Schedule:
+    """:func:`pairwise` from ``rank``'s own block bounds: ``out`` of its
+    ``send`` blocks (its row of the matrix), ``into`` of its ``recv``
+    blocks (its column), as :func:`~mpicoll.topo.block_bounds` gives them.
+    For a caller that knows only its row and column (the hierarchical
+    all-to-all's leaders: the nodes' whole matrix is O(p²) to build)."""
     b = ScheduleBuilder()
     for i in range(1, size):
         b.exchange(sends=[((rank + i) % size, _block("send", rank + i, out))],
                    recvs=[((rank - i) % size, _block("recv", rank - i, into))])
     b.copy(_block("send", rank, out), _block("recv", rank, into))
     return b.build()
-
-
-@register("alltoall", "linear")
-def linear(rank, size, count) -> Schedule:
-    """All ``p-1`` sends and receives posted at once, then the own block copied.
-
-    Sends go to ``r+1, r+2, ...`` and receives come from ``r-1, r-2, ...``
-    so that no rank is everyone's first target. Any p. Lets MPI overlap
-    everything, at the price of ``2(p-1)`` outstanding requests per rank
-    (and congestion on large p).
-
-    Rounds: 1.
-    Bytes sent per rank: ``n (p-1)/p`` (``n`` the whole send buffer), every
-    block straight from ``send`` into its place in ``recv``, in ``p-1``
-    messages.
-    Temp memory: none.
-    Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
-    ``alltoall_intra_scattered`` (unbatched); Open MPI ``basic_linear``.
-
-    Trace, p=4, rank 1: posts sends of blocks 2, 3, 0 to ranks 2, 3, 0 and
-    receives from ranks 0, 3, 2 into blocks 0, 3, 2; then copies its block 1.
-    """
-    return _linear(rank, size, _even(size, count))
-
-
-@register("alltoall", "pairwise")
-def pairwise(rank, size, count) -> Schedule:
-    """Pairwise exchange: in step ``i`` send to ``r+i``, receive from ``r-i``.
-
-    Any p; shifts for every p (MPICH pairs ``r`` with ``r XOR i`` for
-    powers of two, which costs the same here). One message in flight each
-    way per rank: the choice for long messages.
-
-    Rounds: ``p-1`` (the own block is copied during the last).
-    Bytes sent per rank: ``n (p-1)/p``, one block per step straight from
-    ``send`` into its place in ``recv``.
-    Temp memory: none.
-    Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
-    ``alltoall_intra_pairwise``.
-
-    Trace, p=4, rank 1: step 1: block 2 to rank 2, block 0 from rank 0;
-    step 2: block 3 to 3, block 3 from 3; step 3: block 0 to 0, block 2
-    from 2.
-    """
-    return _pairwise(rank, size, _even(size, count))
-
-
-@register("alltoallv", "linear")
-def linear_v(rank, size, count) -> Schedule:
-    """All ``p-1`` sends and receives of blocks of any size posted at once.
-
-    :func:`linear` with ``count`` the matrix; an empty block travels as no
-    message at all. Any p and matrix, zeros too. A rank reads only its row
-    (its send counts) and its column (its receive counts), just what MPI's
-    alltoallv gives it; every rank passes the same whole matrix, which the
-    MPI layer assembles.
-
-    Rounds: 1 (then the own block copied).
-    Bytes sent: its row ``count[r]`` but the diagonal by rank ``r``, every
-    block straight from ``send`` into its place in ``recv``.
-    Temp memory: none.
-    Reference: MPICH ``alltoallv_intra_scattered`` (unbatched); Open MPI
-    ``basic_linear`` alltoallv.
-
-    Trace, p=4, rank 1: posts sends of its blocks for ranks 2, 3, 0 and
-    receives from ranks 0, 3, 2 into its blocks from them (offsets the
-    prefix sums of column 1); then copies ``count[1][1]`` elements.
-    """
-    return _linear(rank, size, _ragged(rank, count))
-
-
-@register("alltoallv", "pairwise")
-def pairwise_v(rank, size, count) -> Schedule:
-    """Pairwise exchange of blocks of any size: in step ``i`` to ``r+i``, from ``r-i``.
-
-    :func:`pairwise` with ``count`` the matrix. Any p and matrix, zeros
-    too; the matrix as for :func:`linear_v`. Each step lasts as long as its
-    largest block.
-
-    Rounds: ``p-1`` at most (a step in which both blocks are empty drops
-    out; the own block is copied during the last).
-    Bytes sent: its row ``count[r]`` but the diagonal by rank ``r``, one
-    block per step straight from ``send`` into its place in ``recv``.
-    Temp memory: none.
-    Reference: Open MPI ``ompi_coll_base_alltoallv_intra_pairwise``.
-
-    Trace, p=4, rank 1: step 1: its block for 2 to rank 2, the block from 0
-    from rank 0; step 2: to and from 3; step 3: to 0, from 2; with
-    ``count[1][2] == count[0][1] == 0`` step 1 drops out.
-    """
-    return pairwise_blocks(rank, size, *_ragged(rank, count))
-
-
-def pairwise_blocks(rank, size, out, into) -> Schedule:
-    """:func:`pairwise_v` from ``rank``'s own block bounds: ``out`` of its
-    ``send`` blocks (its row of the matrix), ``into`` of its ``recv``
-    blocks (its column), as :func:`~mpicoll.topo.block_bounds` gives them.
-    For a caller that knows only its row and column (the hierarchical
-    all-to-all's leaders: the nodes' whole matrix is O(p²) to build)."""
-    return _pairwise(rank, size, (out, into))
 
 
 def _merge(rows):
@@ -172,6 +125,104 @@ def _merge(rows):
         else:
             runs.append((tuple(row), 1))
     return runs
+
+
+def _distances(size: int) -> list[int]:
+    """Bruck's hop distances for ``size`` ranks: the powers of two below
+    ``size``, largest first."""
+    distances = []
+    d = floor_pow2(size - 1) if size > 1 else 0
+    while d:
+        distances.append(d)
+        d //= 2
+    return distances
+
+
+class _BruckRank:
+    """One rank's Bruck all-to-all while :func:`bruck` builds it.
+
+    Position ``i`` (``1 .. p-1``) holds the block bound for rank ``r+i``;
+    ``at[i]`` is where that block is now: ``send`` block ``r+i`` at first,
+    then wherever it landed. Scratch: two buffers of ``largest`` elements,
+    ``"out"`` (packing) and ``"in"`` (landing), each allocated on first use.
+    """
+
+    def __init__(self, b: ScheduleBuilder, rank: int, size: int, count: int,
+                 largest: int):
+        self.b, self.rank, self.size, self.count = b, rank, size, count
+        self.bounds = block_bounds((count,) * size)
+        self.at = {i: self.block("send", rank + i) for i in range(1, size)}
+        self.largest = largest
+        self.scratch: dict[str, Span] = {}
+
+    def block(self, buf: str, j: int) -> Span:
+        """Block ``j`` (mod p) of ``buf``."""
+        return _block(buf, j, self.bounds)
+
+    def home(self, i: int) -> Span:
+        """Position ``i``'s final place, ``recv`` block ``r-i``, where
+        nothing but position ``i`` ever lands."""
+        return self.block("recv", self.rank - i)
+
+    def buffer(self, name: str) -> Span:
+        """Scratch buffer ``name`` (``"out"`` or ``"in"``), allocated on
+        first use."""
+        if name not in self.scratch:
+            self.scratch[name] = self.b.alloc(self.largest)
+        return self.scratch[name]
+
+    def outgoing(self, d: int, items: list[int],
+                 first: bool) -> tuple[list[Span], list[int]]:
+        """The spans this rank sends in the round of distance ``d`` (moving
+        positions ``items``, ascending), and how many blocks each message
+        it receives holds. The first round sends straight from ``send``, a
+        message per run of blocks (two where they wrap past block
+        ``p-1``), and receives as many from a sender whose blocks wrap
+        alike; later rounds send one message, packed into ``"out"`` unless
+        its blocks are one run of ``send``."""
+        count = self.count
+        out = [run for (run,), _ in _merge((self.at[i],) for i in items)]
+        if first:
+            sender = self.rank - d  # its positions are still its send blocks
+            return out, [n for _, n in _merge((self.block("send", sender + i),)
+                                              for i in items)]
+        if len(out) > 1 or out[0].buf != "send":
+            packed = self.buffer("out").sub(0, len(items) * count)
+            for (src, dst), _ in _merge(
+                    (self.at[i], packed.sub(j * count, (j + 1) * count))
+                    for j, i in enumerate(items)):
+                self.b.copy(src, dst)
+            out = [packed]
+        return out, [len(items)]
+
+    def incoming(self, d: int, items: list[int], pieces: list[int]) -> list:
+        """The receives of the round of distance ``d`` from rank ``r-d``, one
+        per message of ``pieces`` blocks: straight into the blocks' homes
+        where those form one run, else into ``"in"``; ``at`` follows."""
+        count, recvs, done = self.count, [], 0
+        for n in pieces:
+            group = items[done:done + n]
+            homes = _merge((self.home(i),) for i in group)
+            if len(homes) == 1:
+                target = homes[0][0][0]
+                self.at.update((i, self.home(i)) for i in group)
+            else:
+                target = self.buffer("in").sub(done * count, (done + n) * count)
+                self.at.update((i, target.sub(j * count, (j + 1) * count))
+                               for j, i in enumerate(group))
+            recvs.append(((self.rank - d) % self.size, target))
+            done += n
+        return recvs
+
+    def land(self, d: int, items: list[int]) -> None:
+        """After the round of distance ``d``: the blocks it left in scratch
+        that skip the next round (bit ``d/2`` clear) copied home, where they
+        wait or stay."""
+        landing = [i for i in items
+                   if self.at[i].buf == "tmp" and not i & (d // 2)]
+        for (src, dst), _ in _merge((self.at[i], self.home(i)) for i in landing):
+            self.b.copy(src, dst)
+        self.at.update((i, self.home(i)) for i in landing)
 
 
 @register("alltoall", "bruck")
@@ -215,62 +266,15 @@ def bruck(rank, size, count) -> Schedule:
     own block 0.
     """
     b = ScheduleBuilder()
-
-    bounds, _ = _even(size, count)
-
-    def block(buf: str, j: int) -> Span:
-        return _block(buf, j, bounds)
-
-    def home(i: int) -> Span:
-        return block("recv", rank - i)
-
-    at = {i: block("send", rank + i) for i in range(1, size)}  # where i is now
-    distances = []
-    d = floor_pow2(size - 1) if size > 1 else 0
-    while d:
-        distances.append(d)
-        d //= 2
+    distances = _distances(size)
     moving = {d: [i for i in range(1, size) if i & d] for d in distances}
     largest = max((len(m) for m in moving.values()), default=0) * count
-    scratch: dict[str, Span] = {}
-
-    def buffer(name: str) -> Span:  # allocated on first use
-        if name not in scratch:
-            scratch[name] = b.alloc(largest)
-        return scratch[name]
-
+    me = _BruckRank(b, rank, size, count, largest)
     for d in distances:
         items = moving[d]
-        out = [run for (run,), _ in _merge((at[i],) for i in items)]
-        if d == distances[0]:  # as many messages as the sender has runs
-            pieces = [n for _, n in _merge((block("send", rank - d + i),)
-                                           for i in items)]
-        else:
-            pieces = [len(items)]
-            if len(out) > 1 or out[0].buf != "send":
-                packed = buffer("out").sub(0, len(items) * count)
-                for (src, dst), _ in _merge(
-                        (at[i], packed.sub(j * count, (j + 1) * count))
-                        for j, i in enumerate(items)):
-                    b.copy(src, dst)
-                out = [packed]
-        recvs, done = [], 0
-        for n in pieces:
-            group = items[done:done + n]
-            homes = _merge((home(i),) for i in group)
-            if len(homes) == 1:
-                target = homes[0][0][0]
-                at.update((i, home(i)) for i in group)
-            else:
-                target = buffer("in").sub(done * count, (done + n) * count)
-                at.update((i, target.sub(j * count, (j + 1) * count))
-                          for j, i in enumerate(group))
-            recvs.append(((rank - d) % size, target))
-            done += n
+        out, pieces = me.outgoing(d, items, first=d == distances[0])
+        recvs = me.incoming(d, items, pieces)
         b.exchange(sends=[((rank + d) % size, s) for s in out], recvs=recvs)
-        landing = [i for i in items if at[i].buf == "tmp" and not i & (d // 2)]
-        for (src, dst), _ in _merge((at[i], home(i)) for i in landing):
-            b.copy(src, dst)
-        at.update((i, home(i)) for i in landing)
-    b.copy(block("send", rank), block("recv", rank))
+        me.land(d, items)
+    b.copy(me.block("send", rank), me.block("recv", rank))
     return b.build()

@@ -7,7 +7,8 @@ sends ``count[i]`` elements, packed in rank order at the root (its block
 starts at ``sum(count[:i])``). An in-place call at the root aliases its
 ``send`` to its own block of ``recv``, so the copy of that block drops out.
 Gather is gatherv with ``(count,) * p``: each algorithm is one builder on
-per-rank counts with a wrapper for either collective.
+per-rank counts, registered for both (the registry widens gather's
+``count``, :mod:`mpicoll.coll.registry`).
 
 Also holds :func:`binomial_gather_steps`, the second half of Rabenseifner's
 reduce (:mod:`mpicoll.coll.reduce`).
@@ -60,133 +61,90 @@ def binomial_gather_steps(b: ScheduleBuilder, rank: int, size: int, root: int,
         b.exchange(sends=[(peer, s) for s in subtree_spans(data, bounds, root, vrank)])
 
 
-def _linear(rank, size, counts, root) -> Schedule:
+@register(("gather", "gatherv"), "linear")
+def linear(rank, size, count, *, root) -> Schedule:
+    """Every rank sends its block to the root, which receives them all at once.
+
+    ``count`` is the per-rank tuple (gather's ``count`` arrives as
+    ``(count,) * p``); an empty block travels as no message at all. Any
+    size, counts (zeros too) and root; in place at the root. A non-root
+    only uses its own count, the root all of them: just what MPI's gatherv
+    gives each.
+
+    Rounds: 1 (the root posts its ``p-1`` receives together, straight into
+    place, then copies its own block).
+    Bytes sent: its block by each non-root (``count[r]`` by rank ``r``);
+    the root receives every block but its own, ``n (p-1)/p`` with equal
+    blocks (``n = count * p``).
+    Temp memory: none.
+    Reference: Open MPI's ``basic_linear`` gather and gatherv; MPICH
+    ``gatherv_allcomm_linear``.
+
+    Trace, p=4, root 0: round 1: 1, 2 and 3 send their blocks to 0, which
+    then copies block 0 from its ``send``. With counts (2, 0, 1, 3): 2
+    sends its 1 element and 3 its 3 to 0 (1 sends nothing), which receives
+    them at offsets 2 and 3, then copies its 2 elements to offset 0.
+    """
     b = ScheduleBuilder()
-    mine = Span("send", 0, counts[rank])
+    mine = Span("send", 0, count[rank])
     if rank != root:
         b.exchange(sends=[(root, mine)])
         return b.build()
-    bounds = block_bounds(counts)
+    bounds = block_bounds(count)
     peers = [(root + v) % size for v in range(1, size)]
     b.exchange(recvs=[(r, Span("recv", bounds[r], bounds[r + 1])) for r in peers])
     b.copy(mine, Span("recv", bounds[root], bounds[root + 1]))
     return b.build()
 
 
-def _binomial(rank, size, counts, root) -> Schedule:
-    b = ScheduleBuilder()
-    bounds = block_bounds(counts)
-    mine = Span("send", 0, counts[rank])
-    if rank == root:
-        data = Span("recv", 0, bounds[size])
-    else:
-        data = subtree_window(b, rank, size, root, counts, mine)
-    own = data.sub(bounds[rank], bounds[rank + 1])
-    if rank != root:
-        b.copy(mine, own)  # before it goes up (a leaf's own is mine: no copy)
-    binomial_gather_steps(b, rank, size, root, counts, data)
-    if rank == root:
-        b.copy(mine, own)  # after the receives, in their round
-    return b.build()
-
-
-@register("gather", "linear")
-def linear(rank, size, count, *, root) -> Schedule:
-    """Every rank sends its block to the root, which receives them all at once.
-
-    Any size, count and root; in place at the root.
-
-    Rounds: 1 (the root posts its ``p-1`` receives together, straight into
-    place, then copies its own block).
-    Bytes sent: ``count`` per non-root; the root receives ``n (p-1)/p``
-    (``n = count * p``).
-    Temp memory: none.
-    Reference: Open MPI's ``basic_linear`` gather.
-
-    Trace, p=4, root 0: round 1: 1, 2 and 3 send their blocks to 0, which
-    then copies block 0 from its ``send``.
-    """
-    return _linear(rank, size, (count,) * size, root)
-
-
-@register("gather", "binomial")
+@register(("gather", "gatherv"), "binomial")
 def binomial(rank, size, count, *, root) -> Schedule:
     """Binomial-tree gather: ``log2 p`` levels, each doubling what moves on.
 
-    A rank receives every child's subtree in one round and sends its own
-    subtree to its parent in the next (:func:`binomial_gather_steps`). The
-    root receives straight into ``recv`` and leaves send straight from
-    ``send``; inner ranks first copy their block into scratch, where their
-    children's blocks then land. A subtree that wraps past the last rank
-    travels as two messages, so no rank rotates the vector (MPICH reorders
-    through scratch or derived datatypes at a root other than 0). Any size,
-    count and root; in place at the root.
-
-    Rounds: ``floor(log2 p)`` along the deepest path (a rank receives all
-    its children in one round), at most 2 with messages per rank (after
-    the local copy on inner ranks).
-    Bytes sent: its subtree's blocks per non-root; the root receives
-    ``n (p-1)/p`` (``n = count * p``).
-    Temp memory: none on the root and on leaves, ``count`` times the
-    subtree's size (at most ``p/2``) on inner ranks.
-    Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
-    ``gather_intra_binomial``.
-
-    Trace, p=4, root 0: 2 copies block 2 into scratch; round 1: 3 sends
-    block 3 to 2 and 1 sends block 1 to 0; round 2: 2 sends blocks 2,3 to 0,
-    which then copies block 0 from its ``send``.
-    """
-    return _binomial(rank, size, (count,) * size, root)
-
-
-@register("gatherv", "linear")
-def linear_v(rank, size, count, *, root) -> Schedule:
-    """Every rank sends its block, of any size, to the root, all in one round.
-
-    :func:`linear` with ``count`` the per-rank tuple (an empty block travels
-    as no message at all). Any size, counts (zeros too) and root; in place
-    at the root. A non-root only uses its own count, the root all of them:
-    just what MPI's gatherv gives each.
-
-    Rounds: 1.
-    Bytes sent: ``count[r]`` by rank ``r``; the root receives every block
-    but its own.
-    Temp memory: none.
-    Reference: MPICH ``gatherv_allcomm_linear``; Open MPI's
-    ``basic_linear`` gatherv.
-
-    Trace, p=4, root 0, counts (2, 0, 1, 3): round 1: 2 sends its 1
-    element and 3 its 3 to 0 (1 sends nothing), which receives them at
-    offsets 2 and 3, then copies its 2 elements to offset 0.
-    """
-    return _linear(rank, size, count, root)
-
-
-@register("gatherv", "binomial")
-def binomial_v(rank, size, count, *, root) -> Schedule:
-    """Binomial-tree gather of blocks of any size: a tree of depth ``log2 p``.
-
-    :func:`binomial` with ``count`` the per-rank tuple: subtrees travel as
-    their blocks' packed range (two when they wrap past the last rank), an
-    empty one as no message at all. Every rank needs the whole tuple (a
+    ``count`` is the per-rank tuple (gather's ``count`` arrives as
+    ``(count,) * p``). A rank receives every child's subtree in one round
+    and sends its own subtree to its parent in the next
+    (:func:`binomial_gather_steps`). The root receives straight into
+    ``recv`` and leaves send straight from ``send``; inner ranks first copy
+    their block into scratch, where their children's blocks then land.
+    Subtrees travel as their blocks' packed range, two messages where one
+    wraps past the last rank, so no rank rotates the vector (MPICH reorders
+    through scratch or derived datatypes at a root other than 0); an empty
+    one travels as no message at all. Every rank needs the whole tuple (a
     non-root sizes its scratch and its messages by its subtree's counts),
     where MPI's gatherv gives a non-root only its own count: the MPI layer
     exchanges the counts first, and every rank passes the same tuple. Any
     size, counts (zeros too) and root; in place at the root.
 
-    Rounds: ``floor(log2 p)`` along the deepest path, at most 2 with
-    messages per rank, as :func:`binomial`.
+    Rounds: ``floor(log2 p)`` along the deepest path (a rank receives all
+    its children in one round), at most 2 with messages per rank (after
+    the local copy on inner ranks).
     Bytes sent: its subtree's blocks per non-root; the root receives every
-    block but its own.
+    block but its own, ``n (p-1)/p`` with equal blocks
+    (``n = count * p``).
     Temp memory: none on the root and on leaves, the sum of its subtree's
-    counts on inner ranks.
-    Reference: the binomial gather of Thakur, Rabenseifner & Gropp 2005 on
-    uneven blocks (MPICH's and Open MPI's basic gatherv are linear, having
-    the counts at the root only).
+    counts on inner ranks (with equal blocks ``count`` times the subtree's
+    size, at most ``p/2``).
+    Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
+    ``gather_intra_binomial`` (on uneven blocks too: MPICH's and Open
+    MPI's basic gatherv are linear, having the counts at the root only).
 
-    Trace, p=4, root 0, counts (2, 0, 1, 3): 2 copies its 1 element into
-    scratch; round 1: 3 sends its 3 elements to 2 (1 sends nothing); round
-    2: 2 sends 4 elements (blocks 2,3) to 0, which then copies block 0 from
-    its ``send``.
+    Trace, p=4, root 0: 2 copies block 2 into scratch; round 1: 3 sends
+    block 3 to 2 and 1 sends block 1 to 0; round 2: 2 sends blocks 2,3 to 0,
+    which then copies block 0 from its ``send``. With counts (2, 0, 1, 3):
+    round 1: 1 sends nothing; round 2: 2 sends 4 elements (blocks 2,3).
     """
-    return _binomial(rank, size, count, root)
+    b = ScheduleBuilder()
+    bounds = block_bounds(count)
+    mine = Span("send", 0, count[rank])
+    if rank == root:
+        data = Span("recv", 0, bounds[size])
+    else:
+        data = subtree_window(b, rank, size, root, count, mine)
+    own = data.sub(bounds[rank], bounds[rank + 1])
+    if rank != root:
+        b.copy(mine, own)  # before it goes up (a leaf's own is mine: no copy)
+    binomial_gather_steps(b, rank, size, root, count, data)
+    if rank == root:
+        b.copy(mine, own)  # after the receives, in their round
+    return b.build()

@@ -20,18 +20,13 @@ nodes are numbered in rank order, as they then always are).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from mpicoll.coll import alltoall
 from mpicoll.coll.registry import register
 from mpicoll.schedule.core import Schedule, ScheduleBuilder, Span
 from mpicoll.schedule.group import Subgroup
 from mpicoll.topo import block_bounds, locate, node_groups
-
-
-def _matrix(size: int, count) -> tuple[tuple[int, ...], ...]:
-    """Alltoall's ``count`` as alltoallv's matrix (a matrix passes through)."""
-    if isinstance(count, int):
-        return ((count,) * size,) * size
-    return count
 
 
 def _pairs(sources, dests):
@@ -59,6 +54,81 @@ def _copies(b: ScheduleBuilder, moves) -> None:
         b.copy(*run)
 
 
+def _node_bounds(matrix, groups, members) -> tuple[tuple, tuple]:
+    """The leaders' alltoallv as the leader of ``members`` sees it: the
+    block bounds of its packed outgoing and incoming messages, one block
+    per node of ``groups``. Node ``g`` sends node ``h`` its members'
+    blocks for ``h``'s members, source member then destination member; a
+    leader needs only its node's row and column of the nodes' matrix
+    (O(p L), where the whole of it would be O(p²))."""
+    def node_to_node(src, dst) -> int:
+        return sum(matrix[s][d] for s, d in _pairs(src, dst))
+
+    return (block_bounds(node_to_node(members, h) for h in groups),
+            block_bounds(node_to_node(h, members) for h in groups))
+
+
+def _packing(matrix, groups, members, packed: Span, row_of, rows):
+    """``(src, dst)`` copies that fill the leader's outgoing message
+    ``packed``: node after node of ``groups``, each member's blocks for
+    that node's members, taken from the member's send buffer
+    (``row_of[s]``, laid out by ``rows[s]``)."""
+    at = 0
+    for other in groups:
+        for s, d in _pairs(members, other):
+            n = matrix[s][d]
+            yield row_of[s].sub(rows[s][d], rows[s][d] + n), packed.sub(at, at + n)
+            at += n
+
+
+def _unpacking(matrix, groups, members, arrived: Span, col_of, cols):
+    """``(src, dst)`` copies that empty the leader's incoming message
+    ``arrived`` (laid out as :func:`_packing` lays out the other node's)
+    into each member's receive buffer (``col_of[d]``, laid out by
+    ``cols[d]``: blocks in source-rank order)."""
+    at = 0
+    for other in groups:
+        for s, d in _pairs(other, members):
+            n = matrix[s][d]
+            yield arrived.sub(at, at + n), col_of[d].sub(cols[d][s], cols[d][s] + n)
+            at += n
+
+
+def _lead(b: ScheduleBuilder, size: int, matrix, groups, g: int) -> None:
+    """The part of the leader of node ``g`` (its lowest rank): receive its
+    members' send buffers, pack, exchange with the other leaders, unpack,
+    send each member its receive buffer (:func:`hierarchical_alltoall`).
+    With one rank per node, numbered in rank order, the packed layouts are
+    ``send``'s and ``recv``'s own: nothing is copied."""
+    members = groups[g]
+    leader, others = members[0], members[1:]
+    # the members' send (row) and receive (column) layouts
+    rows = {s: block_bounds(matrix[s]) for s in members}
+    cols = {d: block_bounds(row[d] for row in matrix) for d in members}
+    out_bounds, in_bounds = _node_bounds(matrix, groups, members)
+    direct = len(members) == 1 and sum(groups, ()) == tuple(range(size))
+    if direct:
+        packed, arrived = Span("send", 0, out_bounds[-1]), \
+            Span("recv", 0, in_bounds[-1])
+    else:
+        packed, arrived = b.alloc(out_bounds[-1]), b.alloc(in_bounds[-1])
+    row_of = {leader: Span("send", 0, rows[leader][size]),
+              **{s: b.alloc(rows[s][size]) for s in others}}
+    col_of = {leader: Span("recv", 0, cols[leader][size]),
+              **{d: b.alloc(cols[d][size]) for d in others}}
+    if others:
+        b.exchange(recvs=[(s, row_of[s]) for s in others])
+    if not direct:
+        _copies(b, _packing(matrix, groups, members, packed, row_of, rows))
+    Subgroup(b, [grp[0] for grp in groups]).embed(
+        alltoall.pairwise_blocks(g, len(groups), out_bounds, in_bounds),
+        send=packed, recv=arrived)
+    if not direct:
+        _copies(b, _unpacking(matrix, groups, members, arrived, col_of, cols))
+    if others:
+        b.exchange(sends=[(d, col_of[d]) for d in others])
+
+
 @register(("alltoall", "alltoallv"), "hierarchical", topology=True)
 def hierarchical_alltoall(rank, size, count, *, nodes) -> Schedule:
     """Gather to each node's leader, pairwise exchange among leaders, scatter inside.
@@ -67,12 +137,12 @@ def hierarchical_alltoall(rank, size, count, *, nodes) -> Schedule:
     node's leader (one message); the leader packs, per destination node
     ``h``, its members' blocks for ``h``'s members (source member, then
     destination member) with local copies; the leaders run the pairwise
-    alltoallv (:func:`mpicoll.coll.alltoall.pairwise_v`) on those packed
+    alltoallv (:func:`mpicoll.coll.alltoall.pairwise`) on those packed
     messages; each leader unpacks what came from node ``h`` into every
     member's receive layout (blocks in source-rank order) and sends each
-    member its buffer (one message). Alltoall and alltoallv alike (for
-    alltoallv the blocks have the matrix's sizes). Any nodes, uneven
-    too, and any placement.
+    member its buffer (one message). ``count`` is the matrix (alltoall's
+    ``count`` arrives as the constant one): alltoall and alltoallv alike.
+    Any nodes, uneven too, and any placement.
 
     Rounds: ``m+1`` on ``m`` nodes of ``L >= 2`` ranks: a gather, ``m-1``
     pairwise steps among leaders, a scatter (``p-1`` with one rank per
@@ -95,68 +165,16 @@ def hierarchical_alltoall(rank, size, count, *, nodes) -> Schedule:
     into its ``recv`` and 1's receive layout, 2 likewise; 0 sends 1 its
     four blocks, 2 sends 3 its four.
     """
-    matrix = _matrix(size, count)
     groups = node_groups(nodes)
     g, _ = locate(rank, groups)
-    members = groups[g]
-    leader = members[0]
-    # the members' send (row) and receive (column) layouts
-    rows = {s: block_bounds(matrix[s]) for s in members}
-    cols = {d: block_bounds(row[d] for row in matrix) for d in members}
+    leader = groups[g][0]
     b = ScheduleBuilder()
-    if rank != leader:
-        b.exchange(sends=[(leader, Span("send", 0, rows[rank][size]))])
-        b.exchange(recvs=[(leader, Span("recv", 0, cols[rank][size]))])
-        return b.build()
-
-    # The leaders' alltoallv: node g sends node h its members' blocks for
-    # h's members, source member then destination member. A leader needs
-    # only its node's row and column of the nodes' matrix (O(p L), where
-    # the whole matrix would be O(p²)).
-    def node_to_node(src, dst) -> int:
-        return sum(matrix[s][d] for s, d in _pairs(src, dst))
-
-    out_bounds = block_bounds(node_to_node(members, h) for h in groups)
-    in_bounds = block_bounds(node_to_node(h, members) for h in groups)
-    direct = len(members) == 1 and sum(groups, ()) == tuple(range(size))
-    if direct:  # the packed layouts are send's and recv's own
-        packed, arrived = Span("send", 0, out_bounds[-1]), \
-            Span("recv", 0, in_bounds[-1])
-    else:
-        packed, arrived = b.alloc(out_bounds[-1]), b.alloc(in_bounds[-1])
-
-    others = members[1:]
-    row_of = {leader: Span("send", 0, rows[leader][size]),
-              **{s: b.alloc(rows[s][size]) for s in others}}
-    col_of = {leader: Span("recv", 0, cols[leader][size]),
-              **{d: b.alloc(cols[d][size]) for d in others}}
-
-    def moves(whole: Span, outgoing: bool):
-        """Every block of the leader's packed message ``whole`` with its
-        place in a member's row (outgoing) or column (incoming)."""
-        at = 0
-        for other in groups:
-            for s, d in _pairs(members, other) if outgoing else \
-                    _pairs(other, members):
-                n = matrix[s][d]
-                piece = whole.sub(at, at + n)
-                at += n
-                if outgoing:
-                    yield row_of[s].sub(rows[s][d], rows[s][d] + n), piece
-                else:
-                    yield piece, col_of[d].sub(cols[d][s], cols[d][s] + n)
-
-    if others:
-        b.exchange(recvs=[(s, row_of[s]) for s in others])
-    if not direct:
-        _copies(b, moves(packed, True))
-    Subgroup(b, [grp[0] for grp in groups]).embed(
-        alltoall.pairwise_blocks(g, len(groups), out_bounds, in_bounds),
-        send=packed, recv=arrived)
-    if not direct:
-        _copies(b, moves(arrived, False))
-    if others:
-        b.exchange(sends=[(d, col_of[d]) for d in others])
+    if rank == leader:
+        _lead(b, size, count, groups, g)
+    else:  # its whole send buffer to the leader, its receive buffer back
+        b.exchange(sends=[(leader, Span("send", 0, sum(count[rank])))])
+        b.exchange(recvs=[(leader, Span("recv", 0,
+                                        sum(row[rank] for row in count)))])
     return b.build()
 
 
@@ -186,6 +204,75 @@ def _packed(b: ScheduleBuilder, spans: list[Span]) -> Span:
     return whole
 
 
+class _Blocks(NamedTuple):
+    """Where ``rank``'s blocks lie in its own buffers, ``matrix`` the
+    alltoallv matrix."""
+
+    rank: int
+    matrix: tuple
+    rows: tuple  # bounds of its send blocks (its row)
+    cols: tuple  # bounds of its receive blocks (its column)
+
+    @classmethod
+    def of(cls, rank: int, matrix) -> _Blocks:
+        return cls(rank, matrix, block_bounds(matrix[rank]),
+                   block_bounds(row[rank] for row in matrix))
+
+    def sent(self, d: int) -> Span:
+        """Its block for rank ``d``, in ``send``."""
+        return Span("send", self.rows[d], self.rows[d] + self.matrix[self.rank][d])
+
+    def received(self, s: int) -> Span:
+        """Its block from rank ``s``, in ``recv``."""
+        return Span("recv", self.cols[s], self.cols[s] + self.matrix[s][self.rank])
+
+
+def _regroup_in_node(b: ScheduleBuilder, mine: _Blocks, groups, g: int,
+                     local: int) -> dict:
+    """Round 1 of :func:`hierarchical_2d`, inside node ``g``: this rank
+    (rank ``local`` of its node) sends each peer ``l'`` its blocks for rank
+    ``l'`` of every node, in one message, and receives from each peer its
+    blocks for rank ``local`` of every node into scratch. Returns where
+    each of those is: ``(source peer, node h)`` -> the span holding the
+    peer's block for rank ``local`` of node ``h`` (this rank's own in its
+    ``send``)."""
+    held = {}
+    sends, recvs = [], []
+    for other, q in enumerate(groups[g]):
+        if q == mine.rank:
+            continue
+        sends.append((q, _packed(b, [mine.sent(grp[other]) for grp in groups])))
+        sizes = [mine.matrix[q][grp[local]] for grp in groups]
+        arrived = b.alloc(sum(sizes))
+        at = 0
+        for h, n in enumerate(sizes):
+            held[q, h] = arrived.sub(at, at + n)
+            at += n
+        recvs.append((q, arrived))
+    for h, grp in enumerate(groups):
+        held[mine.rank, h] = mine.sent(grp[local])
+    b.exchange(sends=sends, recvs=recvs)
+    return held
+
+
+def _exchange_across(b: ScheduleBuilder, mine: _Blocks, groups, g: int,
+                     local: int, held: dict) -> None:
+    """Rounds 2..m of :func:`hierarchical_2d`: in round ``k+1`` this rank
+    sends rank ``local`` of node ``g+k`` what its node holds for it
+    (``held``, packed), and receives from rank ``local`` of node ``g-k``
+    what that node holds for this rank, straight into ``recv`` where those
+    blocks lie together there."""
+    m, peers = len(groups), groups[g]
+    outgoing = {h: _packed(b, [held[q, h] for q in peers])
+                for h in range(m) if h != g}
+    for k in range(1, m):
+        to, frm = groups[(g + k) % m], groups[(g - k) % m]
+        landing, places = _landing(b, [mine.received(s) for s in frm])
+        b.exchange(sends=[(to[local], outgoing[(g + k) % m])],
+                   recvs=[(frm[local], landing)])
+        _copies(b, places)
+
+
 @register(("alltoall", "alltoallv"), "hierarchical_2d", topology=True)
 def hierarchical_2d(rank, size, count, *, nodes) -> Schedule:
     """Two-level all-to-all: regroup inside each node, then every rank exchanges across.
@@ -201,10 +288,11 @@ def hierarchical_2d(rank, size, count, *, nodes) -> Schedule:
     ``m-1`` messages across the network, each ``L`` blocks long, where the
     pairwise exchange sends ``L(m-1)`` single blocks and the leader-based
     ``hierarchical`` all-to-all funnels the node's ``L²``-block messages
-    through one rank. Alltoall and alltoallv alike (blocks have the
-    matrix's sizes). Nodes must all hold the same number of ranks;
+    through one rank. ``count`` is the matrix (alltoall's ``count``
+    arrives as the constant one): alltoall and alltoallv alike. Nodes must
+    all hold the same number of ranks;
     uneven nodes run the pairwise exchange instead
-    (:func:`mpicoll.coll.alltoall.pairwise_v`).
+    (:func:`mpicoll.coll.alltoall.pairwise`).
 
     Rounds: ``m`` on ``m`` nodes of ``L >= 2`` ranks (one inside the node,
     ``m-1`` across), ``m-1`` with one rank per node.
@@ -222,51 +310,13 @@ def hierarchical_2d(rank, size, count, *, nodes) -> Schedule:
     likewise; round 2: 0 sends 2 ``b(0→2) b(1→2)`` and receives ``b(2→0)
     b(3→0)``, 1 and 3 swap the blocks for each other likewise.
     """
-    matrix = _matrix(size, count)
     groups = node_groups(nodes)
     if len({len(members) for members in groups}) != 1:
-        return alltoall.pairwise_v(rank, size, matrix)
+        return alltoall.pairwise(rank, size, count)
     g, local = locate(rank, groups)
-    m, peers = len(groups), groups[g]
-    rows = block_bounds(matrix[rank])  # this rank's send layout
-    cols = block_bounds(row[rank] for row in matrix)  # its receive layout
-
-    def sent(d: int) -> Span:
-        return Span("send", rows[d], rows[d] + matrix[rank][d])
-
-    def received(s: int) -> Span:
-        return Span("recv", cols[s], cols[s] + matrix[s][rank])
-
+    mine = _Blocks.of(rank, count)
     b = ScheduleBuilder()
-    # Round 1, inside the node: to peer l' my blocks for rank l' of every
-    # node; from peer l'' its blocks for rank `local` of every node, kept
-    # (source peer, node) in scratch.
-    held = {}  # (source peer, node h): its block for rank `local` of h
-    sends, recvs, places = [], [], []
-    for other, q in enumerate(peers):
-        if q == rank:
-            continue
-        sends.append((q, _packed(b, [sent(grp[other]) for grp in groups])))
-        sizes = [matrix[q][grp[local]] for grp in groups]
-        arrived = b.alloc(sum(sizes))
-        at = 0
-        for h, n in enumerate(sizes):
-            held[q, h] = arrived.sub(at, at + n)
-            at += n
-        recvs.append((q, arrived))
-    for h, grp in enumerate(groups):
-        held[rank, h] = sent(grp[local])
-    b.exchange(sends=sends, recvs=recvs)
-    # my own node's blocks for me
-    _copies(b, [(held[q, g], received(q)) for q in peers])
-    # Rounds 2..m, across: node g+k gets what this node holds for its rank
-    # `local`; node g-k's rank `local` sends what its node holds for me.
-    outgoing = {h: _packed(b, [held[q, h] for q in peers])
-                for h in range(m) if h != g}
-    for k in range(1, m):
-        to, frm = groups[(g + k) % m], groups[(g - k) % m]
-        landing, places = _landing(b, [received(s) for s in frm])
-        b.exchange(sends=[(to[local], outgoing[(g + k) % m])],
-                   recvs=[(frm[local], landing)])
-        _copies(b, places)
+    held = _regroup_in_node(b, mine, groups, g, local)
+    _copies(b, [(held[q, g], mine.received(q)) for q in groups[g]])  # own node's
+    _exchange_across(b, mine, groups, g, local, held)
     return b.build()

@@ -35,6 +35,8 @@ fresh_result=False)``. Their contract:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from mpicoll.coll.registry import register
 from mpicoll.schedule.core import Schedule, ScheduleBuilder, Span
 from mpicoll.topo import (
@@ -90,6 +92,83 @@ def ring_steps(b: ScheduleBuilder, rank: int, size: int, counts, src: Span,
         b.reduce(into, block(src, j), sending)
 
 
+class _Halving(NamedTuple):
+    """One exchange of the core's recursive halving, in elements: the
+    partner keeps ``[glo, ghi)`` and this rank ``[klo, khi)``."""
+
+    peer: int
+    klo: int
+    khi: int
+    glo: int
+    ghi: int
+
+
+def _halvings(rank: int, size: int, bounds) -> list[_Halving]:
+    """The core exchanges of ``rank`` (a core rank, see
+    :func:`~mpicoll.topo.fold_rank`), first to last.
+
+    Each halves the range of core ranks this rank and its partner both
+    still cover (the partner at core distance ``pof2 / 2^(k+1)`` in step
+    ``k``): each keeps the half holding its own blocks and gives the other,
+    the elements of a range of core ranks lying together
+    (:func:`~mpicoll.topo.fold_bounds`).
+    """
+    core = fold_rank(rank, size)
+    edges = fold_bounds(bounds)
+    steps = []
+    lo, hi, half = 0, floor_pow2(size), floor_pow2(size) // 2
+    while half:
+        mid = lo + half
+        keep, give = ((lo, mid), (mid, hi)) if core < mid else ((mid, hi), (lo, mid))
+        steps.append(_Halving(unfold_rank(core ^ half, size), edges[keep[0]],
+                              edges[keep[1]], edges[give[0]], edges[give[1]]))
+        (lo, hi), half = keep, half // 2
+    return steps
+
+
+def _partial_sums(b: ScheduleBuilder, work: Span | None, lo: int, hi: int):
+    """Where the partial sums of elements ``[a, z)`` live, as a function
+    ``acc(a, z) -> Span``: at their place in ``work`` if given, else in new
+    scratch holding elements ``[lo, hi)`` (the only ones kept there)."""
+    if work is not None:
+        return work.sub
+    store = b.alloc(hi - lo)
+
+    def acc(a: int, z: int) -> Span:
+        return store.sub(a - lo, z - lo)
+
+    return acc
+
+
+def _exchange_halves(b: ScheduleBuilder, steps: list[_Halving], direct,
+                     mine, acc, land: Span, result: Span, own: int,
+                     work: Span | None) -> None:
+    """Run the core exchanges ``steps``: send the given half of this rank's
+    contribution so far (``mine(lo, hi)``, the input, then the partial
+    sums ``acc``) and reduce what arrives into the kept half's partial
+    sums. A message lands in ``land`` unless ``direct[i]``: then straight
+    where it is reduced (the kept half's partial sums; ``result`` in the
+    last step). The last step's kept range splits at ``own``, where this
+    rank's block starts: the block is reduced into ``result``, the folded
+    even neighbour's before it into ``acc`` (one reduction where ``result``
+    is that place in ``work``)."""
+    last = len(steps) - 1
+    for i, (peer, klo, khi, glo, ghi) in enumerate(steps):
+        if not direct[i]:
+            into = land.sub(0, khi - klo)
+        else:
+            into = result if i == last else acc(klo, khi)
+        b.exchange(sends=[(peer, mine(glo, ghi))], recvs=[(peer, into)])
+        if i < last:
+            b.reduce(into, mine(klo, khi), acc(klo, khi))
+            mine = acc
+        elif work is not None and work.sub(own, khi) == result:
+            b.reduce(into, mine(klo, khi), acc(klo, khi))
+        else:
+            b.reduce(into.sub(0, own - klo), mine(klo, own), acc(klo, own))
+            b.reduce(into.sub(own - klo, khi - klo), mine(own, khi), result)
+
+
 def recursive_halving_steps(b: ScheduleBuilder, rank: int, size: int, counts,
                             src: Span, result: Span, work: Span | None = None,
                             *, unfold: bool = True,
@@ -121,79 +200,43 @@ def recursive_halving_steps(b: ScheduleBuilder, rank: int, size: int, counts,
     if size == 1:
         b.copy(src, result)
         return
-    pof2 = floor_pow2(size)
     bounds = block_bounds(counts)
     total = bounds[size]
-    folded = rank < 2 * (size - pof2)
-    if folded and rank % 2 == 0:
+    folded = rank < 2 * (size - floor_pow2(size))
+    if folded and rank % 2 == 0:  # stands aside, its vector handed up
         b.exchange(sends=[(rank + 1, src)])
         if unfold:
             b.exchange(recvs=[(rank + 1, result)])
         return
-    core = fold_rank(rank, size)
-    edges = fold_bounds(bounds)
-    steps = []  # (peer, kept elements [klo, khi), given elements [glo, ghi))
-    lo, hi, half = 0, pof2, pof2 // 2
-    while half:
-        mid = lo + half
-        keep, give = ((lo, mid), (mid, hi)) if core < mid else ((mid, hi), (lo, mid))
-        steps.append((unfold_rank(core ^ half, size), edges[keep[0]],
-                      edges[keep[1]], edges[give[0]], edges[give[1]]))
-        (lo, hi), half = keep, half // 2
-
-    # Where partial sums of elements [lo, hi) live: at their place in work,
-    # or in scratch of our own, which a first message may fill directly.
+    steps = _halvings(rank, size, bounds)
+    # Messages that land where they are reduced, sparing landing scratch:
+    # the first into our own partial sums, the last into a fresh result.
     first_direct = work is None and not folded and len(steps) > 1
-    if work is not None:
-        acc = work.sub
+    last_direct = fresh_result and work is None and not folded
+    direct = [(i == 0 and first_direct) or (i == len(steps) - 1 and last_direct)
+              for i in range(len(steps))]
+    # Our own partial sums: a folded rank's whole vector, else the first
+    # kept half where its message lands there, else none (only the final
+    # reduction, into result).
+    if folded:
+        kept = (0, total)
+    elif first_direct:
+        kept = (steps[0].klo, steps[0].khi)
     else:
-        base, length = 0, 0  # only the final reduction, into result
-        if folded:
-            length = total
-        elif first_direct:
-            base, length = steps[0][1], steps[0][2] - steps[0][1]
-        store = b.alloc(length)
-
-        def acc(lo: int, hi: int) -> Span:
-            return store.sub(lo - base, hi - base)
-
-    last = len(steps) - 1
-
-    def direct(i: int) -> bool:
-        """Whether step i's message lands where it is reduced."""
-        return (i == 0 and first_direct) or (
-            i == last and fresh_result and work is None and not folded)
-
-    landing = [khi - klo for i, (_, klo, khi, _, _) in enumerate(steps)
-               if not direct(i)]
+        kept = (0, 0)
+    acc = _partial_sums(b, work, *kept)
+    landing = [step.khi - step.klo for step, d in zip(steps, direct) if not d]
     if folded and work is not None:
         landing.append(total)
     land = b.alloc(max(landing, default=0))
-
     mine = src.sub  # this rank's contribution (so far) to elements [lo, hi)
-    if folded:
+    if folded:  # the even neighbour's vector, reduced into this one's
         into = land.sub(0, total) if work is not None else acc(0, total)
         b.exchange(recvs=[(rank - 1, into)])
         b.reduce(into, src, acc(0, total))
         mine = acc
-    for i, (peer, klo, khi, glo, ghi) in enumerate(steps):
-        if not direct(i):
-            into = land.sub(0, khi - klo)
-        else:
-            into = result if i == last else acc(klo, khi)
-        b.exchange(sends=[(peer, mine(glo, ghi))], recvs=[(peer, into)])
-        if i < last:
-            b.reduce(into, mine(klo, khi), acc(klo, khi))
-            mine = acc
-            continue
-        # The last step: block rank goes to result, a folded even
-        # neighbour's block (elements [klo, own)) to acc.
-        own = bounds[rank]
-        if work is not None and work.sub(own, khi) == result:
-            b.reduce(into, mine(klo, khi), acc(klo, khi))
-        else:
-            b.reduce(into.sub(0, own - klo), mine(klo, own), acc(klo, own))
-            b.reduce(into.sub(own - klo, khi - klo), mine(own, khi), result)
+    _exchange_halves(b, steps, direct, mine, acc, land, result, bounds[rank],
+                     work)
     if folded and unfold:
         b.exchange(sends=[(rank - 1, acc(bounds[rank - 1], bounds[rank]))])
 

@@ -10,11 +10,15 @@ returning a :class:`~mpicoll.schedule.core.Schedule`. What a collective is
 comes from its row in :data:`mpicoll.collectives.COLLECTIVES`: rooted
 collectives' builders also get ``root=``; reducing collectives' builders
 get ``commutative=`` (an order-keeping schedule may differ from the fastest
-one); builders registered for any collective with per-rank counts
-(reduce-scatter, allgatherv, gatherv, scatterv) get the per-rank ``counts``
-tuple as ``count`` for every collective they serve (so reduce_scatter_block
-shares reduce-scatter's), alltoallv builders the whole matrix as a tuple of
-tuples (:mod:`mpicoll.schedule.layout`). Topology-aware builders
+one). ``count`` comes as the row's ``counts`` shapes it
+(:mod:`mpicoll.schedule.layout`): per-rank counts and alltoallv's matrix
+as tuples. One builder may serve a collective and its form with per-rank
+counts (reduce_scatter_block and reduce_scatter, allgather and allgatherv,
+gather and gatherv, scatter and scatterv, alltoall and alltoallv):
+registered for both, it is written for the wider shape and gets every
+call's ``count`` in it, the equal-blocks collective's ``count`` turned
+into ``(count,) * p`` (per-rank counts) or ``((count,) * p,) * p`` (the
+matrix), so the builder and its docstring exist once. Topology-aware builders
 (registered with ``topology=True``) also get ``nodes=``, the node of every
 rank (:func:`~mpicoll.topo.canonical_nodes`: a tuple, nodes numbered in
 order of their lowest rank; one node when the caller has no map);
@@ -42,7 +46,6 @@ from collections.abc import Mapping
 
 from mpicoll.collectives import COLLECTIVES
 from mpicoll.schedule.core import Schedule
-from mpicoll.schedule.layout import block_counts
 from mpicoll.topo import canonical_nodes
 
 
@@ -70,7 +73,9 @@ class Algorithm:
     commutative_only: bool = False
     params: Mapping[str, object] = field(default_factory=dict)
     topology: bool = False  # the builder takes nodes= (which rank is where)
-    per_rank_counts: bool = False  # the builder takes the per-rank tuple
+    # the builder's count where it serves the per-rank form too (module
+    # doc): "per_rank" or "matrix"; None: the collective's own
+    takes: str | None = None
     cartesian: bool = False  # the builder takes dims= (a Cartesian grid)
     phases: Callable[..., list[Phase] | None] | None = None  # see module doc
 
@@ -106,9 +111,10 @@ class Algorithm:
         the cache would otherwise hold: gigabytes at 4,096 ranks).
         """
         merged = tuple(sorted({**self.params, **params}.items()))
-        if self.per_rank_counts:
-            count = block_counts(self.collective, size, count)
-        elif COLLECTIVES[self.collective].counts == "matrix":
+        shape = COLLECTIVES[self.collective].counts
+        if shape == "per_rank":
+            count = tuple(count)
+        elif shape == "matrix":
             count = tuple(map(tuple, count))
         nodes = canonical_nodes(nodes, size) if self.topology else None
         dims = tuple(dims) if self.cartesian and dims is not None else None
@@ -129,9 +135,20 @@ class Algorithm:
                            **{**self.params, **params})
 
 
+def _widened(alg: Algorithm, size: int, count):
+    """``count`` as ``alg``'s builder takes it: an equal-blocks collective's
+    ``count`` as the per-rank tuple or the matrix where the builder serves
+    the per-rank form too (:attr:`Algorithm.takes`); any other as it is."""
+    if alg.takes is None or COLLECTIVES[alg.collective].counts != "block":
+        return count
+    row = (count,) * size
+    return row if alg.takes == "per_rank" else (row,) * size
+
+
 @lru_cache(maxsize=4096)
 def _build(alg: Algorithm, rank, size, count, root, commutative, nodes,
            dims, params) -> Schedule:
+    count = _widened(alg, size, count)  # after the cache: a cheap key
     kwargs = dict(params)
     row = COLLECTIVES[alg.collective]
     if row.rooted:
@@ -154,13 +171,15 @@ def register(collectives, name: str, *, commutative_only: bool = False,
              topology: bool = False, cartesian: bool = False, phases=None,
              **params):
     """Decorator: register a builder under ``name`` for one or more
-    collectives; ``topology=True`` for builders that take ``nodes=``,
-    ``cartesian=True`` for those that take ``dims=``, ``phases`` for
-    those that run registered collectives one after the other (the module
-    docstring)."""
+    collectives (a collective and its form with per-rank counts: the
+    builder then takes the wider ``count``); ``topology=True`` for builders
+    that take ``nodes=``, ``cartesian=True`` for those that take ``dims=``,
+    ``phases`` for those that run registered collectives one after the
+    other (all in the module docstring)."""
     if isinstance(collectives, str):
         collectives = (collectives,)
-    per_rank = any(COLLECTIVES[c].counts == "per_rank" for c in collectives)
+    shapes = {COLLECTIVES[c].counts for c in collectives}
+    takes = next((s for s in ("matrix", "per_rank") if s in shapes), None)
 
     def deco(build):
         for c in collectives:
@@ -168,7 +187,7 @@ def register(collectives, name: str, *, commutative_only: bool = False,
                 raise ValueError(f"{c} algorithm {name!r} registered twice")
             _REGISTRY[c][name] = Algorithm(
                 c, name, build, commutative_only, dict(params), topology,
-                per_rank, cartesian, phases
+                takes, cartesian, phases
             )
         return build
 

@@ -7,7 +7,8 @@ the root). Scatterv takes ``count`` as the per-rank tuple: rank ``i`` gets
 at ``sum(count[:i])``). An in-place call at the root makes its ``recv`` a
 view of its own block of ``send``, so the copy of that block drops out.
 Scatter is scatterv with ``(count,) * p``: each algorithm is one builder on
-per-rank counts with a wrapper for either collective.
+per-rank counts, registered for both (the registry widens scatter's
+``count``, :mod:`mpicoll.coll.registry`).
 
 Also holds the components other collectives build on:
 :func:`binomial_scatter_steps` is the first half of van de Geijn's broadcast
@@ -119,124 +120,85 @@ def binomial_scatter_steps(b: ScheduleBuilder, rank: int, size: int, root: int,
                           for s in subtree_spans(data, bounds, root, child)])
 
 
-def _linear(rank, size, counts, root) -> Schedule:
+@register(("scatter", "scatterv"), "linear")
+def linear(rank, size, count, *, root) -> Schedule:
+    """The root sends every rank its block at once.
+
+    ``count`` is the per-rank tuple (scatter's ``count`` arrives as
+    ``(count,) * p``); an empty block travels as no message at all. Any
+    size, counts (zeros too) and root; in place at the root. A non-root
+    only uses its own count, the root all of them: just what MPI's
+    scatterv gives each.
+
+    Rounds: 1 (the root posts its ``p-1`` sends together, then copies its
+    own block).
+    Bytes sent: every block but its own by the root, ``n (p-1)/p`` with
+    equal blocks (``n = count * p``); none elsewhere.
+    Temp memory: none.
+    Reference: Open MPI's ``basic_linear`` scatter and scatterv; MPICH
+    ``scatterv_allcomm_linear``.
+
+    Trace, p=4, root 0: round 1: 0 sends block 1 to 1, block 2 to 2 and
+    block 3 to 3, then copies block 0 into its ``recv``. With counts (2, 0,
+    1, 3): 0 sends the element at offset 2 to 2 and the 3 at offset 3 to 3
+    (nothing to 1), then copies its first 2 elements into its ``recv``.
+    """
     b = ScheduleBuilder()
-    mine = Span("recv", 0, counts[rank])
+    mine = Span("recv", 0, count[rank])
     if rank != root:
         b.exchange(recvs=[(root, mine)])
         return b.build()
-    bounds = block_bounds(counts)
+    bounds = block_bounds(count)
     peers = [(root + v) % size for v in range(1, size)]
     b.exchange(sends=[(r, Span("send", bounds[r], bounds[r + 1])) for r in peers])
     b.copy(Span("send", bounds[root], bounds[root + 1]), mine)
     return b.build()
 
 
-def _binomial(rank, size, counts, root) -> Schedule:
-    b = ScheduleBuilder()
-    bounds = block_bounds(counts)
-    mine = Span("recv", 0, counts[rank])
-    if rank == root:
-        data = Span("send", 0, bounds[size])
-    else:
-        data = subtree_window(b, rank, size, root, counts, mine)
-    binomial_scatter_steps(b, rank, size, root, counts, data)
-    b.copy(data.sub(bounds[rank], bounds[rank + 1]), mine)
-    return b.build()
-
-
-@register("scatter", "linear")
-def linear(rank, size, count, *, root) -> Schedule:
-    """The root sends every rank its block at once.
-
-    Any size, count and root; in place at the root.
-
-    Rounds: 1 (the root posts its ``p-1`` sends together, then copies its
-    own block).
-    Bytes sent: ``n (p-1)/p`` by the root (``n = count * p``), none
-    elsewhere.
-    Temp memory: none.
-    Reference: Open MPI's ``basic_linear`` scatter.
-
-    Trace, p=4, root 0: round 1: 0 sends block 1 to 1, block 2 to 2 and
-    block 3 to 3, then copies block 0 into its ``recv``.
-    """
-    return _linear(rank, size, (count,) * size, root)
-
-
-@register("scatter", "binomial")
+@register(("scatter", "scatterv"), "binomial")
 def binomial(rank, size, count, *, root) -> Schedule:
     """Binomial-tree scatter: ``log2 p`` levels, each halving what moves on.
 
-    A rank receives its subtree's blocks from its parent in one round and
-    hands one child per round its part (:func:`binomial_scatter_steps`).
-    The root sends straight from ``send``, leaves receive straight into
-    ``recv``, and inner ranks keep their subtree in scratch, then copy their
-    block out. A subtree that wraps past the last rank travels as two
-    messages, so no rank rotates the vector (MPICH copies the whole vector
-    into scratch at a root other than 0). Any size, count and root; in
-    place at the root.
+    ``count`` is the per-rank tuple (scatter's ``count`` arrives as
+    ``(count,) * p``). A rank receives its subtree's blocks from its
+    parent in one round and hands one child per round its part
+    (:func:`binomial_scatter_steps`). The root sends straight from
+    ``send``, leaves receive straight into ``recv``, and inner ranks keep
+    their subtree in scratch, then copy their block out. Subtrees travel
+    as their blocks' packed range, two messages where one wraps past the
+    last rank, so no rank rotates the vector (MPICH copies the whole
+    vector into scratch at a root other than 0); an empty one travels as
+    no message at all. Every rank needs the whole tuple (a non-root sizes
+    its scratch and its messages by its subtree's counts), where MPI's
+    scatterv gives a non-root only its own count: the MPI layer exchanges
+    the counts first, and every rank passes the same tuple. Any size,
+    counts (zeros too) and root; in place at the root.
 
     Rounds: ``ceil(log2 p)`` along the deepest path (a rank sends to one
     child per round, the root in each round).
-    Bytes sent: ``n (p-1)/p`` by the root (``n = count * p``), its
-    subtree's blocks but its own by an inner rank.
-    Temp memory: none on the root and on leaves, ``count`` times the
-    subtree's size (at most ``p/2``) on inner ranks.
-    Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
-    ``scatter_intra_binomial``.
-
-    Trace, p=4, root 0: round 1: 0 sends blocks 2,3 to 2 and block 1 to 1;
-    round 2: 2 sends block 3 to 3 and copies block 2 into its ``recv``.
-    """
-    return _binomial(rank, size, (count,) * size, root)
-
-
-@register("scatterv", "linear")
-def linear_v(rank, size, count, *, root) -> Schedule:
-    """The root sends every rank its block, of any size, at once.
-
-    :func:`linear` with ``count`` the per-rank tuple (an empty block travels
-    as no message at all). Any size, counts (zeros too) and root; in place
-    at the root. A non-root only uses its own count, the root all of them:
-    just what MPI's scatterv gives each.
-
-    Rounds: 1.
-    Bytes sent: every block but its own by the root, none elsewhere.
-    Temp memory: none.
-    Reference: MPICH ``scatterv_allcomm_linear``; Open MPI's
-    ``basic_linear`` scatterv.
-
-    Trace, p=4, root 0, counts (2, 0, 1, 3): round 1: 0 sends the element
-    at offset 2 to 2 and the 3 at offset 3 to 3 (nothing to 1), then copies
-    its first 2 elements into its ``recv``.
-    """
-    return _linear(rank, size, count, root)
-
-
-@register("scatterv", "binomial")
-def binomial_v(rank, size, count, *, root) -> Schedule:
-    """Binomial-tree scatter of blocks of any size: a tree of depth ``log2 p``.
-
-    :func:`binomial` with ``count`` the per-rank tuple: subtrees travel as
-    their blocks' packed range (two when they wrap past the last rank), an
-    empty one as no message at all. Every rank needs the whole tuple (a
-    non-root sizes its scratch and its messages by its subtree's counts),
-    where MPI's scatterv gives a non-root only its own count: the MPI layer
-    exchanges the counts first, and every rank passes the same tuple. Any
-    size, counts (zeros too) and root; in place at the root.
-
-    Rounds: ``ceil(log2 p)`` along the deepest path, as :func:`binomial`.
-    Bytes sent: every block but its own by the root, its subtree's blocks
-    but its own by an inner rank.
+    Bytes sent: every block but its own by the root, ``n (p-1)/p`` with
+    equal blocks (``n = count * p``); its subtree's blocks but its own by
+    an inner rank.
     Temp memory: none on the root and on leaves, the sum of its subtree's
-    counts on inner ranks.
-    Reference: the binomial scatter of Thakur, Rabenseifner & Gropp 2005 on
-    uneven blocks (MPICH's and Open MPI's basic scatterv are linear, having
-    the counts at the root only).
+    counts on inner ranks (with equal blocks ``count`` times the subtree's
+    size, at most ``p/2``).
+    Reference: Thakur, Rabenseifner & Gropp 2005; MPICH
+    ``scatter_intra_binomial`` (on uneven blocks too: MPICH's and Open
+    MPI's basic scatterv are linear, having the counts at the root only).
 
-    Trace, p=4, root 0, counts (2, 0, 1, 3): round 1: 0 sends 4 elements
-    (blocks 2,3) to 2 (nothing to 1); round 2: 2 sends its last 3 to 3 and
-    copies its first 1 into its ``recv``.
+    Trace, p=4, root 0: round 1: 0 sends blocks 2,3 to 2; round 2: 0 sends
+    block 1 to 1 and 2 sends block 3 to 3, then 0 copies block 0 and 2
+    block 2 into their ``recv``. With counts (2, 0, 1, 3): round 1: 0 sends
+    4 elements (blocks 2,3) to 2; round 2: 2 sends its last 3 to 3 (0
+    sends nothing to 1) and copies its first 1 into its ``recv``.
     """
-    return _binomial(rank, size, count, root)
+    b = ScheduleBuilder()
+    bounds = block_bounds(count)
+    mine = Span("recv", 0, count[rank])
+    if rank == root:
+        data = Span("send", 0, bounds[size])
+    else:
+        data = subtree_window(b, rank, size, root, count, mine)
+    binomial_scatter_steps(b, rank, size, root, count, data)
+    b.copy(data.sub(bounds[rank], bounds[rank + 1]), mine)
+    return b.build()

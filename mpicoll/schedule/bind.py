@@ -67,7 +67,7 @@ def bind(schedule: Schedule, arrays: dict[str, np.ndarray], op,
     overlaps an input (which element-wise kernels cannot do right) raises
     ``ValueError``.
     """
-    plan = []
+    rounds = []
     apply = op.kernel(xp) if op is not None else None
     for rnd in schedule.rounds:
         local = []
@@ -87,11 +87,11 @@ def bind(schedule: Schedule, arrays: dict[str, np.ndarray], op,
                             f"{step}: output partly overlaps an input"
                         )
                 local.append(partial(apply, a, b, dst))
-        plan.append(
+        rounds.append(
             BoundRound(
                 tuple((p, view(arrays, s)) for p, s in rnd.sends),
                 tuple((p, view(arrays, s)) for p, s in rnd.recvs),
                 tuple(local),
             )
         )
-    return plan
+    return rounds

@@ -1,5 +1,6 @@
-"""docs/algorithms.md is what ``python -m mpicoll.catalogue`` writes, lists
-every registered algorithm, and the builders' "Rounds:" claims hold.
+"""docs/algorithms.md and docs/algorithms/ are what ``python -m
+mpicoll.catalogue`` writes, list every registered algorithm, and the
+builders' "Rounds:" claims hold.
 
 A claim is a formula in a builder's docstring (``2(p-1)``,
 ``floor(log2 p) + 2``); the test reads it as Python and compares it with
@@ -30,26 +31,56 @@ def registered():
     return [(c, a) for c in COLLECTIVES for a in algorithms(c)]
 
 
-def test_page_is_generated_from_the_code():
-    assert catalogue.PAGE.read_text() == catalogue.page(), (
-        "docs/algorithms.md is stale: run python -m mpicoll.catalogue")
+def test_pages_are_generated_from_the_code():
+    docs = catalogue.DOCS
+    for rel, text in catalogue.pages().items():
+        assert (docs / rel).read_text() == text, (
+            f"docs/{rel} is stale: run python -m mpicoll.catalogue")
+    assert catalogue.main(["--check"]) == 0, "an extra page in docs/algorithms/"
 
 
-def test_check_exit_status(tmp_path):
-    page = tmp_path / "algorithms.md"
-    assert catalogue.main(["--check", "--output", str(page)]) == 1
-    assert catalogue.main(["--output", str(page)]) == 0
-    assert catalogue.main(["--check", "--output", str(page)]) == 0
+def test_check_exit_status(tmp_path, capsys):
+    assert catalogue.main(["--check", "--output", str(tmp_path)]) == 1
+    assert catalogue.main(["--output", str(tmp_path)]) == 0
+    assert catalogue.main(["--check", "--output", str(tmp_path)]) == 0
+    page = tmp_path / "algorithms" / "allreduce.md"
+    page.write_text(page.read_text() + "edited\n")
+    assert catalogue.main(["--check", "--output", str(tmp_path)]) == 1
+    extra = tmp_path / "algorithms" / "gone.md"
+    extra.write_text("# a page no longer generated\n")
+    assert catalogue.main(["--output", str(tmp_path)]) == 0
+    assert not extra.exists()
+    extra.write_text("# a page no longer generated\n")
+    assert catalogue.main(["--check", "--output", str(tmp_path)]) == 1
+    assert "algorithms/gone.md" in capsys.readouterr().err
+
+
+def test_pages_hold_every_collective_once_and_stay_short():
+    pages = catalogue.pages()
+    on_pages = [c for members in catalogue.FAMILIES.values() for c in members]
+    assert sorted(on_pages) == sorted(COLLECTIVES)
+    for rel, text in pages.items():
+        assert text.count("\n") <= 500, f"docs/{rel}: regroup FAMILIES"
 
 
 @pytest.mark.parametrize("collective, name", registered())
 def test_every_algorithm_has_an_entry(collective, name):
-    page = catalogue.page()
-    assert f"\n### {collective}: {name}\n" in page
-    assert f"| [{name}](#{collective}-{name}) |" in page
+    pages = catalogue.pages()
+    family = f"algorithms/{catalogue.family(collective)}.md"
+    assert f"\n### {collective}: {name}\n" in pages[family]
+    assert f"| [{name}]({family}#{collective}-{name}) |" in pages["algorithms.md"]
     alg = lookup(collective, name)
     if not alg.native:
         catalogue.docstring_fields(alg.build)  # raises if a field is missing
+
+
+def test_a_shared_builder_has_one_entry():
+    page = catalogue.pages()["algorithms/gather_scatter.md"]
+    gatherv = page[page.index("### gatherv: linear"):]
+    gatherv = gatherv[:gatherv.index("\n### ")]
+    assert "[gather: linear](#gather-linear)" in gatherv
+    assert "**Rounds**" not in gatherv
+    assert page.count("(`mpicoll.coll.gather.linear`)") == 2
 
 
 def test_docstring_block_is_parsed():

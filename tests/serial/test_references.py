@@ -1,5 +1,6 @@
 """Every reference in the docstrings of mpicoll/ and in the markdown pages
-(README.md, docs/*.md) points at something that exists.
+(README.md, docs/*.md, docs/algorithms/*.md) points at something that
+exists.
 
 What counts as a reference (the rule that keeps false positives out):
 
@@ -48,7 +49,8 @@ import mpicoll
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "mpicoll"
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
+         *sorted((REPO / "docs" / "algorithms").glob("*.md"))]
 TOP_LEVEL = sorted(p.name for p in REPO.iterdir()
                    if not p.name.startswith(".") and p.name != "mpicoll.egg-info")
 

@@ -257,6 +257,47 @@ def test_registry_has_every_collective():
         register(HAND_BUILT[0][0], HAND_BUILT[0][1])(lambda *a, **k: None)
 
 
+#: A collective with equal blocks -> its form with per-rank counts.
+PER_RANK_FORM = {"reduce_scatter_block": "reduce_scatter",
+                 "allgather": "allgatherv", "gather": "gatherv",
+                 "scatter": "scatterv", "alltoall": "alltoallv"}
+SHARED = [(c, v, name) for c, v in PER_RANK_FORM.items()
+          for name in algorithms(c) if name != "native" and name in algorithms(v)
+          and alg(c, name).build is alg(v, name).build]
+
+
+def test_equal_block_collectives_share_their_per_rank_builders():
+    """One builder per algorithm serves a collective and its per-rank form
+    wherever both have it (gather and gatherv's linear, ...)."""
+    for c, v in PER_RANK_FORM.items():
+        for name in set(algorithms(c)) & set(algorithms(v)) - {"native"}:
+            assert alg(c, name).build is alg(v, name).build, (c, v, name)
+    assert {(c, name) for c, _, name in SHARED} >= {
+        ("gather", "linear"), ("scatter", "binomial"), ("allgather", "ring"),
+        ("alltoall", "pairwise"), ("reduce_scatter_block", "ring")}
+
+
+@pytest.mark.parametrize("collective,per_rank,name", SHARED,
+                         ids=[f"{c}-{n}" for c, _, n in SHARED])
+def test_equal_blocks_are_the_per_rank_form_widened(collective, per_rank, name):
+    """The registry hands the shared builder an equal-blocks ``count`` as
+    ``(count,) * p`` (alltoall: the constant matrix): the schedules are the
+    per-rank form's, every rank, root and node map alike."""
+    row = COLLECTIVES[collective]
+    for p, count in ((1, 3), (5, 2), (8, 0), (6, 7)):
+        wide = (count,) * p
+        if COLLECTIVES[per_rank].counts == "matrix":
+            wide = (wide,) * p
+        kwargs = {"nodes": tuple(r // 2 for r in range(p))} \
+            if alg(collective, name).topology else {}
+        for root in range(p) if row.rooted else (0,):
+            for rank in range(p):
+                assert alg(collective, name).schedule(
+                    rank, p, count, root=root, **kwargs) == alg(
+                    per_rank, name).schedule(rank, p, wide, root=root,
+                                             **kwargs), (p, count, root, rank)
+
+
 @pytest.mark.parametrize("collective,name,p,count", INT_CASES)
 def test_int_sum_exact(collective, name, p, count):
     """Integer SUM (or plain data movement), every root, in and out of place."""

@@ -145,125 +145,184 @@ def add_actor(sg, name: str, host, body) -> None:
         sg.Actor.create(name, host, body)
 
 
-def control(sg, job: dict, hosts: list, out: dict) -> None:
-    """The controller actor's body (see the module docstring)."""
-    src, dst, nbytes = job["src"], job["dst"], job["nbytes"]
-    ops, delays = job["ops"], job["delay"]
-    p = len(ops)
-    need = [2] * len(src)  # ends (sender, receiver) not yet posted
-    pending = [0] * p  # flows the rank's current round still waits for
-    cursor = [0] * p
-    finish = [0.0] * p
-    round_end = [0.0] * max((len(r) for r in ops), default=0)
-    quantum = float(job.get("quantum") or 0.0)
-    tick = 0  # the next multiple of the quantum to wake at (q > 0 only)
-    active = InFlight(sg, polled=quantum > 0)
-    timers = []  # (when a reduction ends, rank)
-    overhead = float(job.get("send_overhead") or 0.0)
-    injections = []  # (when the sender has injected it, flow): o > 0 only
-    receive_cost = float(job.get("recv_overhead") or 0.0)
-    handled = []  # (when the receiver is done with it, rank): o_r > 0 only
-    busy_until = [0.0] * p  # when each rank's CPU is done with overheads
-    ready = list(range(p))  # ranks to post their next round
+class Controller:
+    """The controller actor (see the module docstring) and its state.
 
-    def clock():
-        return sg.Engine.clock
+    Per flow: how many of its ends (sender, receiver) are not yet posted.
+    Per rank: its current round (``cursor``), the flows that round still
+    waits for (``pending``), when its CPU is done with overheads
+    (``busy_until``) and when it finished. Then the comms in flight
+    (:class:`InFlight`), the ranks ready to post their next round, and
+    three heaps of ``(instant, item)``: reduction timers (rank), pending
+    injections (flow, ``o > 0`` only) and pending handlings (rank, ``o_r >
+    0`` only).
+    """
 
-    def comm_done(rank, now):
-        delay = delays[rank][cursor[rank]]
-        if delay > 0:
-            heapq.heappush(timers, (now + delay, rank))
-        else:
-            round_done(rank, now)
+    def __init__(self, sg, job: dict, hosts: list):
+        self.sg, self.hosts = sg, hosts
+        self.src, self.dst, self.nbytes = job["src"], job["dst"], job["nbytes"]
+        self.ops, self.delays = job["ops"], job["delay"]
+        p = len(self.ops)
+        self.need = [2] * len(self.src)
+        self.pending = [0] * p
+        self.cursor = [0] * p
+        self.finish = [0.0] * p
+        self.round_end = [0.0] * max((len(r) for r in self.ops), default=0)
+        self.quantum = float(job.get("quantum") or 0.0)
+        self.tick = 0  # the next multiple of the quantum to wake at (q > 0)
+        self.active = InFlight(sg, polled=self.quantum > 0)
+        self.send_overhead = float(job.get("send_overhead") or 0.0)
+        self.recv_overhead = float(job.get("recv_overhead") or 0.0)
+        self.timers = []  # (when a reduction ends, rank)
+        self.injections = []  # (when the sender has injected it, flow)
+        self.handled = []  # (when the receiver is done with it, rank)
+        self.busy_until = [0.0] * p
+        self.ready = list(range(p))
 
-    def post(f):
-        """One end of flow ``f`` posted; start it once both are."""
-        need[f] -= 1
-        if not need[f]:
-            active.start(sg.Comm.sendto_async(
-                hosts[src[f]], hosts[dst[f]], nbytes[f]), f)
+    def run(self) -> dict:
+        """Run every rank's rounds to the end: ``finish`` (per rank) and
+        ``round_end`` (per round index, the latest rank's). RuntimeError
+        on a deadlock."""
+        engine = self.sg.Engine
+        while True:
+            now = engine.clock
+            self.post_ready(now)
+            if not (self.active or self.timers or self.injections
+                    or self.handled):
+                break
+            due = min(heap[0][0] if heap else math.inf
+                      for heap in (self.timers, self.injections, self.handled))
+            if self.quantum:
+                done, now = self.sleep_to_tick(now, due)
+            else:
+                done, now = self.wait_for_event(now, due)
+            self.retire(done, now)
+            if not (self.quantum or done):  # a wait timed out: what was due
+                self.fire_due(due, now)
+            self.fire_past(now)
+        stuck = [r for r in range(len(self.ops))
+                 if self.cursor[r] < len(self.ops[r])]
+        if stuck:
+            raise RuntimeError(f"deadlock: ranks {stuck[:8]} never finish "
+                               f"round {self.cursor[stuck[0]]}")
+        return {"finish": self.finish, "round_end": self.round_end}
 
-    def arrived(rank, now):
-        """One of the rank's messages of its round is over for it."""
-        pending[rank] -= 1
-        if not pending[rank]:
-            comm_done(rank, now)
-
-    def round_done(rank, now):
-        k = cursor[rank]
-        round_end[k] = max(round_end[k], now)
-        cursor[rank] = k + 1
-        ready.append(rank)
-
-    while True:
-        now = clock()
-        while ready:
-            rank = ready.pop()
+    def post_ready(self, now: float) -> None:
+        """Let every ready rank post its next round at ``now`` (or finish):
+        its flows' ends posted, its sends queued for injection one after
+        another with a send overhead."""
+        ops, src, pending, cursor = self.ops, self.src, self.pending, self.cursor
+        overhead = self.send_overhead
+        while self.ready:
+            rank = self.ready.pop()
             k = cursor[rank]
             if k == len(ops[rank]):
-                finish[rank] = now
+                self.finish[rank] = now
                 continue
             flows = ops[rank][k]
             pending[rank] = len(flows)
             if overhead:  # the rank's sends wait their turn (heap)
                 sends = sorted(f for f in flows if src[f] == rank)
                 for i, f in enumerate(sends):
-                    heapq.heappush(injections, (now + (i + 1) * overhead, f))
-                busy_until[rank] = now + len(sends) * overhead
+                    heapq.heappush(self.injections, (now + (i + 1) * overhead, f))
+                self.busy_until[rank] = now + len(sends) * overhead
                 flows = [f for f in flows if src[f] != rank]
             for f in flows:
-                post(f)
+                self.post(f)
             if not pending[rank]:
-                comm_done(rank, now)
-        if not (active or timers or injections or handled):
-            break
-        due = min(heap[0][0] if heap else math.inf
-                  for heap in (timers, injections, handled))
-        if quantum:  # to the next tick, or a timer/injection due before
-            wake = due
-            if active:
-                tick = max(tick, math.floor(now / quantum) + 1)
-                wake = min(due, tick * quantum)
-            sg.this_actor.sleep_until(wake)
-            if wake == tick * quantum:
-                tick += 1
-            done = active.sweep()
-        elif not active:
-            sg.this_actor.sleep_until(due)
+                self.comm_done(rank, now)
+
+    def sleep_to_tick(self, now: float, due: float) -> tuple[list, float]:
+        """With a time quantum: sleep to the next multiple of it (while
+        comms are in flight), or to ``due`` if that comes first, then sweep
+        the comms that ended. The flows that ended, and the wake-up's
+        instant (the clock may be an ulp short of it)."""
+        wake = due
+        if self.active:
+            self.tick = max(self.tick, math.floor(now / self.quantum) + 1)
+            wake = min(due, self.tick * self.quantum)
+        self.sg.this_actor.sleep_until(wake)
+        if wake == self.tick * self.quantum:
+            self.tick += 1
+        done = self.active.sweep()
+        return done, max(self.sg.Engine.clock, wake)
+
+    def wait_for_event(self, now: float, due: float) -> tuple[list, float]:
+        """Event-driven: wait for the next comm to end, at most until
+        ``due``. The flows that ended (none when ``due`` came first), and
+        the clock."""
+        if not self.active:
+            self.sg.this_actor.sleep_until(due)
             done = []
         else:
-            done = active.wait(None if due == math.inf
-                               else max(0.0, due - now))
-        now = clock()
-        if quantum:  # the wake-up's instant (clock() may be an ulp short)
-            now = max(now, wake)
+            done = self.active.wait(None if due == math.inf
+                                    else max(0.0, due - now))
+        return done, self.sg.Engine.clock
+
+    def retire(self, done: list, now: float) -> None:
+        """The flows ``done`` ended at ``now``: over for their senders; for
+        their receivers too, or queued to be handled one at a time with a
+        receive overhead."""
+        src, dst, cost = self.src, self.dst, self.recv_overhead
         for f in done:
-            arrived(src[f], now)
-            if receive_cost:  # the receiver handles it, one at a time
+            self.arrived(src[f], now)
+            if cost:  # the receiver handles it, one at a time
                 rank = dst[f]
-                busy_until[rank] = max(now, busy_until[rank]) + receive_cost
-                heapq.heappush(handled, (busy_until[rank], rank))
+                self.busy_until[rank] = max(now, self.busy_until[rank]) + cost
+                heapq.heappush(self.handled, (self.busy_until[rank], rank))
             else:
-                arrived(dst[f], now)
-        if not (quantum or done):  # a wait timed out: what was due
-            # (clock() may be an ulp short of it)
-            if timers and timers[0][0] == due:  # a reduction timer
-                round_done(heapq.heappop(timers)[1], now)
-            elif injections and injections[0][0] == due:  # an injection
-                post(heapq.heappop(injections)[1])
-            else:  # a received message handled
-                arrived(heapq.heappop(handled)[1], now)
+                self.arrived(dst[f], now)
+
+    def fire_due(self, due: float, now: float) -> None:
+        """After a wait that timed out: the event due at ``due`` (the clock
+        may be an ulp short of it), a reduction timer, an injection or a
+        handled message, in that order of precedence."""
+        if self.timers and self.timers[0][0] == due:
+            self.round_done(heapq.heappop(self.timers)[1], now)
+        elif self.injections and self.injections[0][0] == due:
+            self.post(heapq.heappop(self.injections)[1])
+        else:
+            self.arrived(heapq.heappop(self.handled)[1], now)
+
+    def fire_past(self, now: float) -> None:
+        """Every timer, injection and handling due by ``now``."""
+        timers, injections, handled = self.timers, self.injections, self.handled
         while timers and timers[0][0] <= now:
-            round_done(heapq.heappop(timers)[1], now)
+            self.round_done(heapq.heappop(timers)[1], now)
         while injections and injections[0][0] <= now:
-            post(heapq.heappop(injections)[1])
+            self.post(heapq.heappop(injections)[1])
         while handled and handled[0][0] <= now:
-            arrived(heapq.heappop(handled)[1], now)
-    stuck = [r for r in range(p) if cursor[r] < len(ops[r])]
-    if stuck:
-        raise RuntimeError(f"deadlock: ranks {stuck[:8]} never finish "
-                           f"round {cursor[stuck[0]]}")
-    out.update(finish=finish, round_end=round_end)
+            self.arrived(heapq.heappop(handled)[1], now)
+
+    def post(self, f: int) -> None:
+        """One end of flow ``f`` posted; start it once both are."""
+        self.need[f] -= 1
+        if not self.need[f]:
+            self.active.start(self.sg.Comm.sendto_async(
+                self.hosts[self.src[f]], self.hosts[self.dst[f]],
+                self.nbytes[f]), f)
+
+    def arrived(self, rank: int, now: float) -> None:
+        """One of the rank's messages of its round is over for it."""
+        self.pending[rank] -= 1
+        if not self.pending[rank]:
+            self.comm_done(rank, now)
+
+    def comm_done(self, rank: int, now: float) -> None:
+        """The rank's messages of its round are over: the round ends now,
+        or after its reductions' delay (a timer)."""
+        delay = self.delays[rank][self.cursor[rank]]
+        if delay > 0:
+            heapq.heappush(self.timers, (now + delay, rank))
+        else:
+            self.round_done(rank, now)
+
+    def round_done(self, rank: int, now: float) -> None:
+        """The rank's round ended at ``now``: it is ready for the next."""
+        k = self.cursor[rank]
+        self.round_end[k] = max(self.round_end[k], now)
+        self.cursor[rank] = k + 1
+        self.ready.append(rank)
 
 
 def _peak_mb():
@@ -302,7 +361,7 @@ def main(job_path: str, out_path: str) -> None:
 
     def controller():
         try:
-            control(sg, job, hosts, result)
+            result.update(Controller(sg, job, hosts).run())
         except Exception as e:  # SimGrid aborts on an escaping exception
             failure.append(e)
 
