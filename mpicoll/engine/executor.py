@@ -1,4 +1,4 @@
-"""Running a bound plan on MPI, blocking or as a nonblocking handle.
+"""Running a compiled plan on MPI, blocking or as a nonblocking handle.
 
 Every message of one collective call carries the call's tag on the
 library's private communicator, so calls never match each other's messages

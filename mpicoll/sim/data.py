@@ -23,7 +23,7 @@ from mpicoll.schedule.ops import Op, builtin_op
 from mpicoll.schedule.chunk import split_messages
 from mpicoll.schedule.layout import buffer_lengths, inplace_recv, inplace_send
 from mpicoll.schedule.bind import bind
-from mpicoll.sim.matching import run_plans
+from mpicoll.sim.matching import run_bound
 
 #: Associative, not commutative: ``a (op) b`` is string concatenation on
 #: object arrays, so a result spells out the order it was folded in.
@@ -80,7 +80,7 @@ def simulate(collective: str, algorithm: str, inputs, *, count=None,
     dtype = inputs[0].dtype
     if row.reducing and not op.supports(dtype):
         raise TypeError(f"operation {op.name!r} is not defined for {dtype}")
-    plans, outputs = [], []
+    bound, outputs = [], []
     for rank in range(size):
         n_send, n_recv = buffer_lengths(collective, rank, size, count, root)
         recv = garbage(n_recv, dtype)
@@ -108,9 +108,9 @@ def simulate(collective: str, algorithm: str, inputs, *, count=None,
         arrays = {"send": send, "recv": recv,
                   "tmp": garbage(schedule.tmp, dtype),
                   "sync": np.empty(0, dtype)}
-        plans.append(bind(schedule, arrays, op))
+        bound.append(bind(schedule, arrays, op))
         outputs.append(recv)
-    run_plans(plans)
+    run_bound(bound)
     return outputs
 
 

@@ -1,4 +1,4 @@
-"""Run the bound plans of every rank in one process, without MPI.
+"""Run every rank's bound schedule in one process, without MPI.
 
 The model is MPI's with no buffering at all: a send completes only when the
 matching receive is posted, and messages between a pair of ranks match in
@@ -50,13 +50,13 @@ def _check_round(rank: int, index: int, rnd: BoundRound) -> None:
             recv_end = max(recv_end, start + nbytes)
 
 
-def run_plans(plans: list[list[BoundRound]]) -> None:
-    """Execute one bound plan per rank to completion, or raise.
+def run_bound(bound: list[list[BoundRound]]) -> None:
+    """Run one bound schedule per rank to completion, or raise.
 
     Event-driven: only channels that got a new operation are matched, and
     only ranks whose round completed post their next one.
     """
-    size = len(plans)
+    size = len(bound)
     cursor = [0] * size  # current round per rank
     pending = [0] * size  # unmatched operations of the current round
     sends: dict[tuple[int, int], deque] = defaultdict(deque)  # (src, dst)
@@ -65,7 +65,7 @@ def run_plans(plans: list[list[BoundRound]]) -> None:
     to_post = list(range(size))
 
     def finish_round(rank: int) -> None:
-        for step in plans[rank][cursor[rank]].local:
+        for step in bound[rank][cursor[rank]].local:
             step()
         cursor[rank] += 1
         to_post.append(rank)
@@ -73,9 +73,9 @@ def run_plans(plans: list[list[BoundRound]]) -> None:
     while to_post or dirty:
         while to_post:
             rank = to_post.pop()
-            if cursor[rank] == len(plans[rank]):
+            if cursor[rank] == len(bound[rank]):
                 continue
-            rnd = plans[rank][cursor[rank]]
+            rnd = bound[rank][cursor[rank]]
             _check_round(rank, cursor[rank], rnd)
             for peer, v in rnd.sends:
                 _check_peer(rank, peer, size)
@@ -105,7 +105,7 @@ def run_plans(plans: list[list[BoundRound]]) -> None:
                     if pending[rank] == 0:
                         finish_round(rank)
     stuck = [f"rank {r} in round {cursor[r]}" for r in range(size)
-             if cursor[r] < len(plans[r])]
+             if cursor[r] < len(bound[r])]
     if stuck:
         raise SimulationError("deadlock: " + ", ".join(stuck))
 

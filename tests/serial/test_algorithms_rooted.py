@@ -31,7 +31,7 @@ from mpicoll.coll.scatter import binomial_scatter_steps
 from mpicoll.schedule.ops import Op
 from mpicoll.schedule.core import ScheduleBuilder, Span
 from mpicoll.schedule.bind import bind
-from mpicoll.sim.matching import run_plans
+from mpicoll.sim.matching import run_bound
 from mpicoll.sim.data import STR_CONCAT, garbage, simulate
 from mpicoll.topo import block_partition, floor_pow2, unfold_rank
 
@@ -126,7 +126,7 @@ def run(schedules, arrays, op=None):
     plans = []
     for s, a in zip(schedules, arrays):
         plans.append(bind(s, {**a, "tmp": garbage(s.tmp, object)}, op))
-    run_plans(plans)
+    run_bound(plans)
 
 
 def built(steps, *args, **kwargs):

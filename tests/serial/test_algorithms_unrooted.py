@@ -28,7 +28,7 @@ from mpicoll.collectives import COLLECTIVES
 from mpicoll.schedule.ops import builtin_op
 from mpicoll.schedule.core import Copy, ScheduleBuilder, Span
 from mpicoll.schedule.bind import bind
-from mpicoll.sim.matching import run_plans
+from mpicoll.sim.matching import run_bound
 from mpicoll.sim.data import garbage, simulate
 from mpicoll.topo import block_partition, floor_pow2, fold_rank
 
@@ -142,7 +142,7 @@ def run_allgather(steps, size, counts, **kw):
         data[lo:starts[rank + 1]] = full[lo:starts[rank + 1]]
         plans.append(bind(schedule, {"recv": data}, None))
         datas.append(data)
-    run_plans(plans)
+    run_bound(plans)
     return datas, list(full)
 
 
@@ -217,7 +217,7 @@ def run_reduce_scatter(steps, size, counts, layout, **kw):
         plans.append(bind(schedule, arrays, SUM))
         outs.append(recv[result.start:result.stop])
         recvs.append(recv)
-    run_plans(plans)
+    run_bound(plans)
     return outs, recvs, bits_sum(size, total)
 
 

@@ -38,7 +38,7 @@ from mpicoll.schedule.ops import Op, builtin_op
 from mpicoll.schedule.core import SYNC, Copy, Recv, Reduce, Round, Schedule, Send, Span
 from mpicoll.schedule.layout import buffer_lengths
 from mpicoll.schedule.bind import bind
-from mpicoll.sim.matching import SimulationError, run_plans
+from mpicoll.sim.matching import SimulationError, run_bound
 from mpicoll.sim.data import STR_CONCAT, garbage, simulate
 from mpicoll.topo import block_bounds
 
@@ -573,7 +573,7 @@ def run_raw(scheds, n=8, dtype=np.int64, op=SUM):
         arrays.append({"send": int_data(r + 1, n).astype(dtype),
                        "recv": np.zeros(n, dtype), "tmp": np.zeros(s.tmp, dtype),
                        "sync": np.empty(0, dtype)})
-    run_plans([bind(s, a, op) for s, a in zip(scheds, arrays)])
+    run_bound([bind(s, a, op) for s, a in zip(scheds, arrays)])
     return arrays
 
 
