@@ -1,6 +1,6 @@
-"""Cross-check: mpicoll.sim.simgrid's predictions against SMPI's own algorithms.
+"""Cross-check the SimGrid model's predictions against SMPI's own algorithms.
 
-    python bench/smpi_crosscheck.py                 # the table in docs/simulation.md
+    python bench/smpi_crosscheck.py          # docs/results/validation-smpi.txt
     python bench/smpi_crosscheck.py -c allreduce --ranks 16 --network flat -b 1M -e 1M
     python bench/smpi_crosscheck.py -c alltoall,allreduce --network flat \
         --ranks 16,64 -b 16K -e 1M -f 64 --send-overhead 0,1e-6
@@ -11,25 +11,22 @@ whose collective is one of SMPI's built-in algorithms, picked by name
 (``--cfg=smpi/allreduce:lr``); ``python -m mpicoll.simulate --model
 simgrid`` replays our schedule of the same algorithm. Both run on the same
 platform file (:meth:`mpicoll.sim.simgrid.networks.Platform.xml`), one rank per
-node, with SimGrid's correction factors off (netsim's ``EXACT`` options,
-and ``smpi/bw-factor:0:1``, ``smpi/lat-factor:0:1``) and with no time for
-reductions (SMPI charges none: the simulation gets ``--gamma 0``). SMPI's
-sends are rendezvous like netsim's flows: a transfer starts once both ends
-have posted (``smpi/async-small-thresh:0``: no eager copy) and a send is
-done when its transfer is (``smpi/send-is-detached-thresh:0``). SMPI's
-default detaches every send under 64 KiB (a blocking send returns at
-once), so a rank posts its next round before its own last send has
-arrived and a root posts all its scatter sends at once (against SMPI so,
-``--detached 65536``, netsim's Bruck allgather is up to 15.8% slower and
-its van de Geijn broadcast up to 12.9% faster). Each line: our time, SMPI's
-and our difference from SMPI in percent; a summary table then gives the
-range of the differences per collective, algorithm and kind of network.
-Where both send the same messages in the same order they agree within
-0.5%, SMPI's messages carrying 16 bytes more (its envelope, 1.28 ns on a
-12.5 GB/s link); a larger difference means the two implementations
-differ (which rank pairs with which): docs/simulation.md, "Cross-check
-against SMPI", says which. ``bench/smpi/messages.py`` lists one call's
-messages on both sides.
+node, with SimGrid's correction factors off (:mod:`mpicoll.sim.simgrid`'s
+``EXACT`` options, and ``smpi/bw-factor:0:1``, ``smpi/lat-factor:0:1``) and
+with no time for reductions (SMPI charges none: the simulation gets
+``--gamma 0``). SMPI's sends are rendezvous like our flows: a transfer
+starts once both ends have posted (``smpi/async-small-thresh:0``: no eager
+copy) and a send is done when its transfer is
+(``smpi/send-is-detached-thresh:0``). SMPI's default detaches every send
+under 64 KiB (a blocking send returns at once), so a rank posts its next
+round before its own last send has arrived and a root posts all its
+scatter sends at once (``--detached 65536`` runs SMPI so). Each line: our
+time, SMPI's and our difference from SMPI in percent; a summary table then
+gives the range of the differences per collective, algorithm and kind of
+network. Where both send the same messages in the same order they agree
+within 0.5%, SMPI's messages carrying 16 bytes more (its envelope, 1.28 ns
+on a 12.5 GB/s link); a larger difference means the two implementations
+differ (which rank pairs with which, or when a send is posted).
 
 Networks (``--network``, comma list), per rank count p (a power of two):
 ``flat`` (flat:p), ``ring`` (ring:p), ``torus`` (4x4, 4x4x4, 4x8x8, ...),
@@ -68,7 +65,7 @@ PAIRS = {
     "alltoall": {"linear": "basic_linear", "pairwise": "ring"},
 }
 
-#: SMPI options: α-β links as netsim's EXACT, no compute, rendezvous
+#: SMPI options: α-β links as mpicoll.sim.simgrid's EXACT, no compute, rendezvous
 #: (no eager copy; the detached-send threshold comes from ``detached``).
 SMPI_CFG = ("--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1",
             "--cfg=network/weight-S:0", "--cfg=network/crosstraffic:0",
@@ -79,7 +76,7 @@ SMPI_CFG = ("--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1",
 def send_cfg(detached: int, overhead: float) -> list[str]:
     """SMPI's options for sends: those under ``detached`` bytes return at
     once (SMPI's default 65536; 0 makes every send wait for its transfer,
-    as netsim's flows do), and each costs its sender ``overhead`` seconds
+    as our flows do), and each costs its sender ``overhead`` seconds
     before it posts (``smpi/ois`` for ``MPI_Isend``, ``smpi/os`` for
     ``MPI_Send``, in their ``size:offset:factor`` form: the same for every
     size), as ``python -m mpicoll.simulate --send-overhead`` charges."""
@@ -152,13 +149,13 @@ def smpi_times(exe: str, collective: str, algorithm: str, spec: str, p: int,
     return times
 
 
-def netsim_times(collective: str, algorithms: list[str], spec: str, p: int,
+def simgrid_times(collective: str, algorithms: list[str], spec: str, p: int,
                  sizes: tuple[str, str, str], folder: str,
                  overhead: float = 0.0) -> dict[tuple[str, int], float]:
     """``python -m mpicoll.simulate --model simgrid``'s seconds per
     (algorithm, bytes), through its ``--json`` records, each send costing
     ``overhead`` seconds (``--send-overhead``)."""
-    out = os.path.join(folder, "netsim.json")
+    out = os.path.join(folder, "ours.json")
     b, e, f = sizes
     subprocess.run(
         [sys.executable, "-m", "mpicoll.simulate", "-c", collective, "-a",
@@ -178,7 +175,7 @@ def compare(collective: str, network: str, p: int,
     """One row per (algorithm, size): ours, SMPI's, difference
     (``detached``, ``overhead``: see :func:`send_cfg`)."""
     spec = network_spec(network, p)
-    ours = netsim_times(collective, list(PAIRS[collective]), spec, p, sizes,
+    ours = simgrid_times(collective, list(PAIRS[collective]), spec, p, sizes,
                         folder, overhead)
     rows = []
     for algorithm, smpi_name in PAIRS[collective].items():
@@ -190,7 +187,7 @@ def compare(collective: str, network: str, p: int,
             rows.append({"collective": collective, "algorithm": algorithm,
                          "smpi": smpi_name, "network": spec, "ranks": p,
                          "nbytes": nbytes, "overhead_us": overhead * 1e6,
-                         "netsim_us": t * 1e6,
+                         "ours_us": t * 1e6,
                          "smpi_us": s * 1e6,
                          "diff_pct": 100 * (t - s) / s if s else 0.0})
     return rows
@@ -201,14 +198,14 @@ def markdown(rows: list[dict]) -> str:
     sends = any(r["overhead_us"] for r in rows)  # a column for o
     lines = ["| collective | algorithm (SMPI's) | network | ranks | bytes "
              + ("| o (µs) " if sends else "")
-             + "| netsim (µs) | SMPI (µs) | difference |",
+             + "| ours (µs) | SMPI (µs) | difference |",
              "|---|---|---|---|---|---|---|---|" + ("---|" if sends else "")]
     for r in rows:
         lines.append(
             f"| {r['collective']} | {r['algorithm']} ({r['smpi']}) "
             f"| {r['network']} | {r['ranks']} | {r['nbytes']} "
             + (f"| {r['overhead_us']:g} " if sends else "")
-            + f"| {r['netsim_us']:.4f} | {r['smpi_us']:.4f} "
+            + f"| {r['ours_us']:.4f} | {r['smpi_us']:.4f} "
             f"| {r['diff_pct']:+.2f}% |")
     return "\n".join(lines)
 
@@ -244,12 +241,12 @@ def main(argv=None) -> int:
     p.add_argument("-f", default="16", help="step factor; default 16")
     p.add_argument("--detached", type=int, default=0, metavar="BYTES",
                    help="SMPI detaches sends under BYTES (they return at "
-                   "once); default 0, rendezvous as netsim; SMPI's own "
+                   "once); default 0, rendezvous as ours; SMPI's own "
                    "default is 65536")
     p.add_argument("--send-overhead", default="0", metavar="SECONDS",
                    help="comma list: each send costs its sender SECONDS "
-                   "on both sides (netsim's --send-overhead, SMPI's "
-                   "smpi/ois and smpi/os); default 0")
+                   "on both sides (the simulate command's --send-overhead, "
+                   "SMPI's smpi/ois and smpi/os); default 0")
     p.add_argument("--json", metavar="FILE", help="the rows as JSON")
     args = p.parse_args(argv)
     missing = [t for t in ("smpicc", "smpirun") if not shutil.which(t)]

@@ -1,34 +1,29 @@
-"""How many validated times the model predicts within ±30%, as it is and
-with each of five of its choices undone, on one run's own points:
+"""Count the predictions within ±30% of the validated times, each model choice undone.
 
     python bench/validation_hits.py ROWS.json CALIBRATION.json
 
 ROWS is ``python -m mpicoll.calibrate --check --json``'s file, CALIBRATION
 the ``--out`` of the same run. The calibration is fitted again from its
 raw points with this checkout's code (:func:`mpicoll.model.calibration.refit`)
-and every row predicted again, so a run recorded before a change of the
-model or the fit is counted as the code now stands. Prints one line:
-``119 of 120 within ±30% (118 with α on every message of a train, 117
-with at most 4 ranges of 3 sizes or more, 115 with gamma in place for
-every reduction, 116 with one way priced as an exchange, 117 without
-the per-call cost)``: the model's trains, its out-of-place γ, its
-one-way messages and its per-call cost (:mod:`mpicoll.model.cost`; a run
-recorded before the calibration measured one way or the call counts the
-same without them), and the fit's ranges as they
-were before :data:`~mpicoll.model.calibration.RANGES` and
-:data:`~mpicoll.model.calibration.MIN_POINTS` became 5 and 2, each undone
-alone. Then how far apart the run measured identical work: the largest
-ratio of the slowest to the fastest time among algorithms whose
-schedules are step for step the same at a size (at 2 ranks the ring,
-Rabenseifner, hierarchical and torus allreduces, for one), e.g.
-``identical schedules measured up to 1.23x apart (allreduce ring,
-rabenseifner, hierarchical, torus at 16777216 B)``: no model of the
-schedules can put those apart: one prediction meets times from ``m``
-to ``r·m`` within ±30% only between ``0.7·r·m`` and ``1.3·m``, a window
-that closes at ``r`` = 1.86. Last, the median ratio of predicted to
-measured over the algorithms at each size (``median ratio by size: 64K
-0.98, 256K 1.10, ...``). Used by bench/calibrate.sh and
-bench/calibrate_repeats.sh.
+and every row predicted again, so a run recorded earlier is counted as the
+code now stands. Prints one line: ``119 of 120 within ±30% (118 with α on
+every message of a train, 117 with at most 4 ranges of 3 sizes or more,
+115 with gamma in place for every reduction, 116 with one way priced as an
+exchange, 117 without the per-call cost)``: the model's trains, the fit's
+ranges (:data:`~mpicoll.model.calibration.RANGES` and
+:data:`~mpicoll.model.calibration.MIN_POINTS`), its out-of-place γ, its
+one-way messages and its per-call cost (:mod:`mpicoll.model.cost`), each
+undone alone on the same points. Then how far apart the run measured
+identical work: the largest ratio of the slowest to the fastest time
+among algorithms whose schedules are step for step the same at a size (at
+2 ranks the ring, Rabenseifner, hierarchical and torus allreduces, for
+one), e.g. ``identical schedules measured up to 1.23x apart (allreduce
+ring, rabenseifner, hierarchical, torus at 16777216 B)``: no model of the
+schedules can put those apart: one prediction meets times from ``m`` to
+``r·m`` within ±30% only between ``0.7·r·m`` and ``1.3·m``, a window that
+closes at ``r`` = 1.86. Last, the median ratio of predicted to measured
+over the algorithms at each size (``median ratio by size: 64K 0.98, 256K
+1.10, ...``). Used by bench/calibrate.sh and bench/calibrate_repeats.sh.
 
     python bench/validation_hits.py --runs DIR
 

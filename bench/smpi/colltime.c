@@ -9,7 +9,7 @@
  * buffer for alltoall) it prints one line
  * "COLLECTIVE BYTES SECONDS": the time from the call's start on all ranks
  * at once to the last rank's return, in simulated seconds, as
- * mpicoll.netsim predicts it (every rank starts at the same instant).
+ * mpicoll.sim.simgrid predicts it (every rank starts at the same instant).
  * The start is aligned without a barrier's stagger: after a barrier the
  * ranks agree on an instant past every rank's exit (MPI_Allreduce of the
  * clock, plus 0.1 s) and sleep until it (SMPI's nanosleep advances the

@@ -252,7 +252,7 @@ def mpi_settings() -> dict:
     ``MPIR_CVAR_CH4_CMA_ENABLE=1``, single-copy transfers between ranks on
     one node (docs/performance.md); and NumPy's
     ``NUMPY_MADVISE_HUGEPAGE`` (huge pages for large buffers, or not:
-    docs/simulation.md)."""
+    docs/validation.md)."""
     return {k: v for k, v in sorted(os.environ.items())
             if k.startswith(("MPIR_CVAR_", "MPICH_"))
             or k == "NUMPY_MADVISE_HUGEPAGE"}

@@ -131,9 +131,8 @@ def rewriting(case: Case, bufs: Buffers, calls: dict, rank: int) -> dict:
     peers read the caller's input directly. A broadcast's one buffer is
     input at the root only (the row's ``single_buffer``): on ``rank``
     elsewhere nothing is written, since writing a buffer just before
-    receiving into it flatters the receive too (a 16 MiB one-way message
-    at 2 ranks: 0.66-0.70 of its cost into an untouched buffer,
-    ``docs/simulation/one-way-n2.txt``)."""
+    receiving into it flatters the receive too (the receiver's cache
+    then holds the buffer)."""
     row = case.spec.row
     target = bufs.recv if bufs.send is MPI.IN_PLACE or row.single_buffer \
         else bufs.send

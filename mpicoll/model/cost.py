@@ -29,10 +29,10 @@ Rabenseifner & Gropp (2005) and MPICH's cost comments:
   rounds (a *train*: the pipelined broadcast's segments on 2 ranks, the
   two blocks of Bruck's all-to-all's first round) takes ``β·bytes``:
   its latency passes while the one before it streams, as LogGP's gap
-  between a pair's back-to-back messages (measured on 2 ranks, a core
-  each: each 128 KiB message after the first took 0.5 to 0.9 of a lone
-  one's time, ``docs/simulation/trains-n2.txt``); messages to different
-  peers pay their α each, as in the published forms;
+  between a pair's back-to-back messages (at 2 ranks, α on every message
+  of a train takes the calibrated model from 119 to 117 of 120 validated
+  times within ±30%: docs/validation.md); messages to different peers pay
+  their α each, as in the published forms;
 - a round is over when all its messages are; its local steps then take
   ``γ`` per byte reduced (each :class:`~mpicoll.schedule.core.Reduce`'s
   output; ``gamma_out_of_place`` where its output is a third buffer,

@@ -47,8 +47,8 @@ actor) at a few µs per flow. SimGrid 3.32 removes each finished transfer
 from a list of the issuing actor's activities in time linear in that list,
 so a round of p concurrent flows costs O(p²): recursive doubling takes
 ~2 s at 4,096 ranks, ~34 s at 16,384 and over 150 s at 65,536. SimGrid
-4.1 keeps them in a set: 43-88 s at 65,536 ranks on the networks of
-docs/simulation.md ("At 65,536 ranks").
+4.1 keeps them in a set, which is what runs at 65,536 ranks need
+(docs/simulation.md, "What a prediction costs").
 
 SimGrid allows one engine per process, so every simulation runs in a child
 process (:mod:`mpicoll.sim.simgrid.child`). The child imports the ``simgrid``
