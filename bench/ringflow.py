@@ -17,7 +17,7 @@ shares, in closed form; ``--ranks-per-node N`` puts the ranks in blocks
 of N on ``--ranks / N`` nodes, as the simulate command does, and a
 Cartesian algorithm runs on the ring's grid) and, with ``--compare``,
 runs the exact SimGrid simulation of the same schedules beside it
-(:func:`mpicoll.sim.simgrid.simulate`, no approximation), to show where they
+(:func:`mpicoll.sim.simgrid.run_collective`, no approximation), to show where they
 agree. ``--network`` takes a ``torus:..`` or ``hypercube:d`` of
 ``--ranks`` nodes instead (or a ring the closed form cannot price round
 by round): :mod:`mpicoll.sim.simgrid.torusflow` prices translation-invariant
@@ -44,7 +44,7 @@ import time
 
 from mpicoll.cli.sizes import parse_size
 from mpicoll.bench.specs import SPECS
-from mpicoll.sim.simgrid import parse, simulate, torusflow
+from mpicoll.sim.simgrid import parse, run_collective, torusflow
 from mpicoll.sim.predict import torus_dims
 
 GAMMA = 1e-10  # s per byte reduced: python -m mpicoll.simulate's default
@@ -107,7 +107,7 @@ def main(argv=None) -> int:
                     f"{priced.time * 1e6:.2f} {priced.rounds} "
                     f"{priced.symmetry} {time.perf_counter() - t0:.1f}")
             if args.compare:
-                res = simulate(args.collective, algorithm, args.ranks, count,
+                res = run_collective(args.collective, algorithm, args.ranks, count,
                                plat, itemsize=ITEMSIZE, gamma=GAMMA,
                                dims=dims, timeout=args.timeout,
                                simgrid=args.simgrid)

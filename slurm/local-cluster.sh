@@ -22,7 +22,7 @@
 #                        the cores, so 8 ranks fit: config_overrides)
 #   MPICOLL_SLURM_PORT   slurmctld's port; slurmd i listens on PORT+i
 #                        (default 16817)
-# Settings follow ../shared/MACHINE-FACTS.md: proctrack/linuxproc,
+# Settings that work without systemd or cgroups: proctrack/linuxproc,
 # task/none, select/cons_tres, no cgroups, MpiDefault=pmi2.
 # Between ranks on different fake nodes, the MPICH 5.0.2 wheel's default
 # UCX netmod loses ANY_SOURCE receives that follow messages of a few MiB

@@ -34,7 +34,7 @@ echo "== tier 1: tests/serial tests/jobs, in one process (both cores)"
 "$py" -m pytest -q -n 2 tests/serial tests/jobs
 
 # More ranks than cores: MPICH busy-polls; yielding makes oversubscribed
-# runs ~9x faster (../shared/MACHINE-FACTS.md). MPIEXEC_TIMEOUT ends a hung
+# runs ~9x faster (docs/testing.md). MPIEXEC_TIMEOUT ends a hung
 # run; pytest-timeout (thread method) names the test that hung.
 export MPIR_CVAR_ENABLE_HEAVY_YIELD=1 MPIEXEC_TIMEOUT=600
 # Check mode (mpicoll.guard.check_mode) at the rank counts in MPICOLL_TEST_CHECKED

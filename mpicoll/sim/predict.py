@@ -10,7 +10,7 @@ For every collective, rank count, algorithm and size it predicts one
 call's time, either with the analytic α-β-γ model of :mod:`mpicoll.model.cost`
 (``--model analytic``, the default: contention-free, the topology does not
 matter) or with SimGrid on the ``--network`` platform
-(``--model simgrid``: :func:`mpicoll.sim.simgrid.simulate`, optional extra,
+(``--model simgrid``: :func:`mpicoll.sim.simgrid.run_collective`, optional extra,
 ``scripts/simgrid.sh``), or, on ``ring:P``, ``torus:..``,
 ``hypercube:d`` and ``dragonfly:G,C,R,N``, with SimGrid's link model in
 closed form (``--model closed-form``, no SimGrid:
@@ -45,7 +45,7 @@ seconds of its receiver's time once it has arrived, one after another
 (LogP's o at the receiver).
 ``--quantum Q`` (SimGrid only) has the simulator's controller look for
 ended messages every Q simulated seconds instead of at every instant one
-ends (:func:`mpicoll.sim.simgrid.simulate`): faster where many flows end at
+ends (:func:`mpicoll.sim.simgrid.run_collective`): faster where many flows end at
 many instants, and an approximation, within (rounds) × Q without
 contention; the table titles, JSON header and rules source say it, as
 they say ``--sample-peers N`` (SimGrid only: the linear algorithms' one
@@ -283,9 +283,9 @@ def predicted_seconds(args, collective: str, algorithm: str, size: int,
         return torusflow.closed_form(collective, algorithm, size, count,
                                      itemsize, args.platform, args.gamma,
                                      dims=dims).time
-    from mpicoll.sim.simgrid import simulate
+    from mpicoll.sim.simgrid import run_collective
 
-    return simulate(collective, algorithm, size, count, args.platform,
+    return run_collective(collective, algorithm, size, count, args.platform,
                     itemsize=itemsize, gamma=args.gamma, dims=dims,
                     **simgrid_options.simulate_kwargs(args)).time
 

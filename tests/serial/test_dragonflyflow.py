@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from mpicoll.bench.specs import SPECS
-from mpicoll.sim.simgrid import parse, simulate
+from mpicoll.sim.simgrid import parse, run_collective
 from mpicoll.sim.simgrid.dragonflyflow import all_pairs, canonical, links, \
     node_coordinates, predict, round_time, route
 from mpicoll.sim.simgrid.fluid import TCP_GAMMA, fluid
@@ -121,7 +121,7 @@ def test_the_linear_alltoall_agrees_with_simgrid(simgrid, spec):
     ``maxmin/precision``)."""
     plat, count = linear_alltoall(spec)
     priced = closed_form("alltoall", "linear", plat.nodes, count, 4, plat, 0)
-    exact = simulate("alltoall", "linear", plat.nodes, count, plat,
+    exact = run_collective("alltoall", "linear", plat.nodes, count, plat,
                      itemsize=4, gamma=0)
     assert priced.time == pytest.approx(exact.time, rel=1e-4)
     assert (priced.rounds, priced.distinct, priced.symmetry) == \

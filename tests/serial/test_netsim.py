@@ -10,7 +10,7 @@ import math
 import pytest
 
 from mpicoll.coll import lookup
-from mpicoll.sim.simgrid import PlatformError, parse, simulate
+from mpicoll.sim.simgrid import PlatformError, parse, run_collective
 from mpicoll.sim.simgrid.driver import simgrid_folder
 from mpicoll.sim.simgrid.driver import run_program
 from mpicoll.sim.simgrid.program import (
@@ -172,7 +172,7 @@ def test_sampling_refuses_what_it_cannot_do():
 def test_flat_network_is_alpha_beta(simgrid, algorithm, p):
     plat = parse(f"flat:{p}")
     count = 3 * 4096  # elements of 4 bytes; divisible by p
-    res = simulate("allreduce", algorithm, p, count, plat, gamma=GAMMA)
+    res = run_collective("allreduce", algorithm, p, count, plat, gamma=GAMMA)
     assert res.time == pytest.approx(alpha_beta(algorithm, p, 4 * count,
                                                  plat), rel=1e-9)
     assert len(res.finish) == p and max(res.finish) == res.time
@@ -198,7 +198,7 @@ def test_a_long_path_is_capped_by_the_tcp_window(simgrid):
 def test_contended_network_is_slower(simgrid):
     """Recursive doubling on a ring: distant partners share links."""
     count = 1 << 16
-    ring = simulate("allreduce", "recursive_doubling", 16, count, "ring:16",
+    ring = run_collective("allreduce", "recursive_doubling", 16, count, "ring:16",
                     gamma=GAMMA)
     flat = alpha_beta("recursive_doubling", 16, 4 * count, parse("flat:16"))
     assert ring.time > 1.5 * flat
@@ -207,10 +207,10 @@ def test_contended_network_is_slower(simgrid):
 @pytest.mark.parametrize("spec", ["torus:4x4", "fattree:2;4,4;1,2;1,1"])
 def test_repeated_rounds_match_exact(simgrid, spec):
     count = 16 * 1024
-    exact = simulate("allreduce", "ring", 16, count, spec, gamma=GAMMA)
-    short = simulate("allreduce", "ring", 16, count, spec, gamma=GAMMA,
+    exact = run_collective("allreduce", "ring", 16, count, spec, gamma=GAMMA)
+    short = run_collective("allreduce", "ring", 16, count, spec, gamma=GAMMA,
                      keep=4)
-    sym = simulate("allreduce", "ring", 16, count, spec, gamma=GAMMA, keep=4,
+    sym = run_collective("allreduce", "ring", 16, count, spec, gamma=GAMMA, keep=4,
                    symmetric=True)
     assert short.rounds_cut == sym.rounds_cut == 2 * (15 - 4)
     assert short.flows < exact.flows
@@ -231,16 +231,16 @@ def test_bruck_alltoall_is_symmetric_once_merged(simgrid, size):
     peer are merged. On flat, where a pair's flows share no link with
     other pairs' in a round, the merged run is the exact one; on a torus
     it is an approximation (docs/simulation.md measures it)."""
-    exact = simulate("alltoall", "bruck", size, 64, f"flat:{size}",
+    exact = run_collective("alltoall", "bruck", size, 64, f"flat:{size}",
                      gamma=GAMMA)
     with pytest.warns(UserWarning, match="merged: an approximation"):
-        sym = simulate("alltoall", "bruck", size, 64, f"flat:{size}",
+        sym = run_collective("alltoall", "bruck", size, 64, f"flat:{size}",
                        gamma=GAMMA, symmetric=True)
     assert sym.symmetry == "shift+merged"
     assert sym.flows < exact.flows
     assert sym.time == pytest.approx(exact.time, rel=1e-9)
     with pytest.raises(ValueError, match="not symmetric"):  # a root
-        simulate("bcast", "binomial", size, 64, f"flat:{size}",
+        run_collective("bcast", "binomial", size, 64, f"flat:{size}",
                  gamma=GAMMA, symmetric=True)
 
 
@@ -248,17 +248,17 @@ def test_bruck_alltoall_is_symmetric_once_merged(simgrid, size):
 def test_sampled_rounds_exact_where_rounds_are_alike(simgrid, collective):
     """On flat every pairwise round costs the same: the interpolation
     charges the 9 rounds left out exactly."""
-    exact = simulate(collective, "pairwise", 16, 1024, "flat:16",
+    exact = run_collective(collective, "pairwise", 16, 1024, "flat:16",
                      gamma=GAMMA)
-    sym = simulate(collective, "pairwise", 16, 1024, "flat:16", gamma=GAMMA,
+    sym = run_collective(collective, "pairwise", 16, 1024, "flat:16", gamma=GAMMA,
                    sample=3, symmetric=True)
     assert (sym.rounds_cut, sym.flows, sym.symmetry) == (9, 96, "shift")
     assert sym.time == pytest.approx(exact.time, rel=1e-9)
     # on a torus the rounds differ (partners at other distances) and so
     # does the estimate; with every round sampled it is exact again
-    torus = simulate(collective, "pairwise", 16, 1024, "torus:4x4",
+    torus = run_collective(collective, "pairwise", 16, 1024, "torus:4x4",
                      gamma=GAMMA)
-    full = simulate(collective, "pairwise", 16, 1024, "torus:4x4",
+    full = run_collective(collective, "pairwise", 16, 1024, "torus:4x4",
                     gamma=GAMMA, sample=8)
     assert full.rounds_cut == 0
     assert full.time == pytest.approx(torus.time, rel=1e-9)
@@ -269,10 +269,10 @@ def test_sampling_needs_closed_rounds_of_one_length(simgrid):
         sample_rounds([(EMPTY,) * 6, (EMPTY,) * 5], 2)
     # a chain pads into rounds no rank takes part in throughout
     with pytest.raises(ValueError, match="not be aligned in step"):
-        simulate("bcast", "pipelined", 8, 64, "flat:8", sample=2)
+        run_collective("bcast", "pipelined", 8, 64, "flat:8", sample=2)
     # the root posts every segment at once: its round meets two of rank 1's
     with pytest.raises(ValueError, match="different rounds of one rank"):
-        simulate("bcast", "pipelined", 8, 1 << 16, "flat:8", sample=2)
+        run_collective("bcast", "pipelined", 8, 1 << 16, "flat:8", sample=2)
 
 
 def test_leaders_and_members_aligned_for_sampling(simgrid):
@@ -293,12 +293,12 @@ def test_leaders_and_members_aligned_for_sampling(simgrid):
     check_closed(aligned)
     exact = run_program(build(sigs), plat, gamma=GAMMA)
     assert run_program(build(aligned), plat, gamma=GAMMA).time == exact.time
-    every = simulate("alltoall", "hierarchical", size, 256, plat,
+    every = run_collective("alltoall", "hierarchical", size, 256, plat,
                      gamma=GAMMA, sample=9)
     assert every.rounds_cut == 0 and every.time == pytest.approx(exact.time)
-    short = simulate("alltoall", "hierarchical", size, 256, plat,
+    short = run_collective("alltoall", "hierarchical", size, 256, plat,
                      gamma=GAMMA, sample=4)
-    sym = simulate("alltoall", "hierarchical", size, 256, plat,
+    sym = run_collective("alltoall", "hierarchical", size, 256, plat,
                    gamma=GAMMA, sample=4, symmetric=True)
     assert sym.symmetry == "shift/4"
     assert (sym.rounds_cut, sym.time) == (short.rounds_cut, short.time) \
@@ -307,7 +307,7 @@ def test_leaders_and_members_aligned_for_sampling(simgrid):
 
 def test_symmetry_needs_a_symmetric_schedule(simgrid):
     with pytest.raises(ValueError, match="not symmetric"):
-        simulate("allreduce", "ring", 8, 13, "flat:8", gamma=GAMMA,
+        run_collective("allreduce", "ring", 8, 13, "flat:8", gamma=GAMMA,
                  symmetric=True)
 
 
@@ -349,8 +349,8 @@ def test_node_symmetry_and_kept_rounds_match_exact(simgrid):
     rounds cut to 4 and every rank generated from them give the exact
     run's time on a torus."""
     plat = parse("torus:4x4", ranks_per_node=4)
-    exact = simulate("allgather", "hierarchical", 64, 256, plat, gamma=GAMMA)
-    short = simulate("allgather", "hierarchical", 64, 256, plat, gamma=GAMMA,
+    exact = run_collective("allgather", "hierarchical", 64, 256, plat, gamma=GAMMA)
+    short = run_collective("allgather", "hierarchical", 64, 256, plat, gamma=GAMMA,
                      keep=4, symmetric=True)
     assert short.symmetry == "shift/4"
     assert short.rounds_cut == 15 - 4 and short.flows < exact.flows
@@ -362,11 +362,11 @@ def test_ranks_per_node(simgrid):
     count = 1 << 16
     slow = parse("flat:4", ranks_per_node=2, intra_bandwidth=1e9)
     fast = parse("flat:4", ranks_per_node=2, intra_bandwidth=1e12)
-    times = [simulate("allreduce", "hierarchical", 8, count, plat,
+    times = [run_collective("allreduce", "hierarchical", 8, count, plat,
                       gamma=GAMMA).time for plat in (slow, fast)]
     assert times[0] > times[1]
     with pytest.raises(PlatformError, match="do not fit"):
-        simulate("allreduce", "ring", 9, count, fast)
+        run_collective("allreduce", "ring", 9, count, fast)
 
 
 def test_simgrid_folder(tmp_path, monkeypatch):
@@ -388,8 +388,8 @@ def test_simgrid41_predicts_what_332_does(simgrid, simgrid41, algorithm,
     """The controller on both APIs: the same prediction, contention
     included (skips without scripts/simgrid41.sh's build)."""
     count = 16 * 1024
-    old = simulate("allreduce", algorithm, 16, count, spec, gamma=GAMMA)
-    new = simulate("allreduce", algorithm, 16, count, spec, gamma=GAMMA,
+    old = run_collective("allreduce", algorithm, 16, count, spec, gamma=GAMMA)
+    new = run_collective("allreduce", algorithm, 16, count, spec, gamma=GAMMA,
                    simgrid=simgrid41)
     assert new.version.startswith("4.1") and new.version != old.version
     assert new.time == pytest.approx(old.time, rel=1e-9)
@@ -404,7 +404,7 @@ def test_simulation_builds_outside_the_schedule_cache(simgrid):
     alg = lookup("allgather", "ring")
     assert alg.schedule(3, 37, 5, cached=False) == alg.schedule(3, 37, 5)
     registry._build.cache_clear()
-    simulate("allgather", "ring", 37, 5, "flat:37", gamma=GAMMA)
-    simulate("allgather", "ring", 37, 5, "flat:37", gamma=GAMMA, keep=2,
+    run_collective("allgather", "ring", 37, 5, "flat:37", gamma=GAMMA)
+    run_collective("allgather", "ring", 37, 5, "flat:37", gamma=GAMMA, keep=2,
              symmetric=True)
     assert registry._build.cache_info().currsize == 0

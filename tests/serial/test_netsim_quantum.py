@@ -17,7 +17,7 @@ import json
 
 import pytest
 
-from mpicoll.sim.simgrid import parse, run_program, simulate
+from mpicoll.sim.simgrid import parse, run_collective, run_program
 from mpicoll.sim.simgrid.program import Sig, build
 from mpicoll.sim.predict import main
 from tests.scripts import load
@@ -39,15 +39,15 @@ def test_zero_quantum_is_the_event_driven_run(simgrid):
     plat = parse("flat:8")
     alpha, beta = 2 * plat.latency, 1 / plat.bandwidth
     nbytes = 4 * 4096
-    res = simulate("allreduce", "recursive_doubling", 8, 4096, plat,
+    res = run_collective("allreduce", "recursive_doubling", 8, 4096, plat,
                    gamma=GAMMA, quantum=0)
     assert res.quantum == 0
     assert res.time == pytest.approx(3 * (alpha + nbytes * (beta + GAMMA)),
                                      rel=1e-9)
     for args in (("allreduce", "recursive_doubling", 16, 1 << 14),
                  ("alltoall", "pairwise", 16, 16 * 256)):
-        default = simulate(*args, "torus:4x4", gamma=GAMMA)
-        zero = simulate(*args, "torus:4x4", gamma=GAMMA, quantum=0.0)
+        default = run_collective(*args, "torus:4x4", gamma=GAMMA)
+        zero = run_collective(*args, "torus:4x4", gamma=GAMMA, quantum=0.0)
         assert (zero.time, zero.finish) == (default.time, default.finish)
 
 
@@ -62,8 +62,8 @@ def test_within_rounds_times_quantum_without_contention(folder, algorithm,
     rounds·q later, with reductions (timers) and send overheads
     (injections), on both SimGrid APIs."""
     kw = dict(gamma=GAMMA, send_overhead=overhead, simgrid=folder)
-    exact = simulate("allreduce", algorithm, 8, 3 * 4096, "flat:8", **kw)
-    coarse = simulate("allreduce", algorithm, 8, 3 * 4096, "flat:8",
+    exact = run_collective("allreduce", algorithm, 8, 3 * 4096, "flat:8", **kw)
+    coarse = run_collective("allreduce", algorithm, 8, 3 * 4096, "flat:8",
                       quantum=q, **kw)
     assert coarse.quantum == q
     for e, c in zip(exact.finish, coarse.finish):
@@ -93,7 +93,7 @@ def test_contention_can_make_a_rank_earlier(folder):
 
 def test_bad_quantum_is_refused(simgrid):
     with pytest.raises(ValueError, match="quantum must be a finite number"):
-        simulate("allreduce", "ring", 4, 64, "flat:4", quantum=-1e-6)
+        run_collective("allreduce", "ring", 4, 64, "flat:4", quantum=-1e-6)
 
 
 def test_cli_option(simgrid, capsys, tmp_path):

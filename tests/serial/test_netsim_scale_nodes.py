@@ -4,7 +4,7 @@ The bench builds a program once and replays it on every network; with
 nodes of several ranks the hierarchical algorithms see the same node map
 as ``python -m mpicoll.simulate --ranks-per-node`` gives them, and the
 Cartesian ``torus`` allreduce each network's own grid. Both must predict
-what :func:`mpicoll.sim.simgrid.simulate` predicts for the same call.
+what :func:`mpicoll.sim.simgrid.run_collective` predicts for the same call.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from mpicoll.bench.specs import SPECS
-from mpicoll.sim.simgrid import parse, simulate
+from mpicoll.sim.simgrid import parse, run_collective
 from mpicoll.sim.predict import torus_dims
 from tests.scripts import load
 
@@ -32,8 +32,9 @@ def rows(out: str) -> list[dict]:
 def test_bench_predicts_what_simulate_does(simgrid, capsys, collective,
                                            algorithm):
     """Four ranks per node, eight nodes, on four networks: the bench's
-    predictions equal :func:`simulate`'s with the same node map (and, for
-    the torus allreduce, the network's dimensions)."""
+    predictions equal :func:`~mpicoll.sim.simgrid.run_collective`'s with
+    the same node map (and, for the torus allreduce, the network's
+    dimensions)."""
     bench = load("netsim_scale")
     args = ["-c", collective, "-a", algorithm, "--ranks", "32",
             "--ranks-per-node", "4", "--size", "64K"]
@@ -47,7 +48,7 @@ def test_bench_predicts_what_simulate_does(simgrid, capsys, collective,
     for spec in NETWORKS:
         plat = parse(spec, ranks_per_node=4)
         dims = torus_dims(plat) if algorithm == "torus" else None
-        want = simulate(collective, algorithm, 32, count, plat, gamma=GAMMA,
+        want = run_collective(collective, algorithm, 32, count, plat, gamma=GAMMA,
                         **({"dims": dims} if dims else {})).time
         assert got[spec] == pytest.approx(want * 1e6, abs=0.01), spec
 

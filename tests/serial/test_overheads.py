@@ -20,7 +20,7 @@ import shutil
 import pytest
 
 from mpicoll.bench.specs import SPECS
-from mpicoll.sim.simgrid import parse, simulate
+from mpicoll.sim.simgrid import parse, run_collective
 from mpicoll.sim.simgrid.driver import run_program
 from mpicoll.sim.simgrid.program import Sig, build
 from mpicoll.sim.predict import main
@@ -34,7 +34,7 @@ def our_seconds(collective: str, algorithm: str, spec: str, p: int,
     """mpicoll.sim.simgrid's seconds (float32, no reduction time), ``nbytes``
     as the benchmark counts them."""
     count = SPECS[collective].count_for(nbytes, p, 4)
-    return simulate(collective, algorithm, p, count, spec, gamma=0.0,
+    return run_collective(collective, algorithm, p, count, spec, gamma=0.0,
                     send_overhead=overhead, timeout=600).time
 
 
@@ -124,7 +124,7 @@ def test_one_message_each_way_per_round_costs_both_overheads(simgrid):
     """The ring allreduce sends and receives one message per round: the
     two overheads add o + o_r to each of its 2(p-1) rounds."""
     p, o, o_r = 8, 0.25e-6, 0.4e-6
-    base, slow = (simulate("allreduce", "ring", p, 4096, f"flat:{p}",
+    base, slow = (run_collective("allreduce", "ring", p, 4096, f"flat:{p}",
                            gamma=0.0, send_overhead=x, recv_overhead=y).time
                   for x, y in ((0, 0), (o, o_r)))
     assert slow - base == pytest.approx(2 * (p - 1) * (o + o_r), rel=1e-9)
@@ -134,7 +134,7 @@ def test_one_send_per_round_costs_o_per_round(simgrid):
     """The ring allreduce sends one message per round: o adds o to each of
     its 2(p-1) rounds; receives cost nothing."""
     p, o = 8, 0.25e-6
-    base, slow = (simulate("allreduce", "ring", p, 4096, f"flat:{p}",
+    base, slow = (run_collective("allreduce", "ring", p, 4096, f"flat:{p}",
                            gamma=0.0, send_overhead=x).time for x in (0, o))
     assert slow - base == pytest.approx(2 * (p - 1) * o, rel=1e-9)
 

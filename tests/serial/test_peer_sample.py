@@ -16,7 +16,7 @@ import json
 import pytest
 
 from mpicoll.coll import lookup
-from mpicoll.sim.simgrid import simulate
+from mpicoll.sim.simgrid import run_collective
 from mpicoll.sim.simgrid.peer_sample import peer_offsets, sample_peers
 from mpicoll.sim.simgrid.program import build, network_sigs, sig
 from mpicoll.sim.predict import main
@@ -100,9 +100,9 @@ def test_the_sample_commutes_with_the_shift():
 def test_flat_sampled_is_exact(simgrid):
     for collective, algorithm, params in [("alltoall", "linear", {}),
                                           ("bcast", "linear", {"root": 3})]:
-        exact = simulate(collective, algorithm, 16, 4096, "flat:16",
+        exact = run_collective(collective, algorithm, 16, 4096, "flat:16",
                          gamma=0, **params)
-        short = simulate(collective, algorithm, 16, 4096, "flat:16",
+        short = run_collective(collective, algorithm, 16, 4096, "flat:16",
                          gamma=0, peers=3, **params)
         assert short.flows < exact.flows
         assert short.time == pytest.approx(exact.time, rel=1e-9)
@@ -111,7 +111,7 @@ def test_flat_sampled_is_exact(simgrid):
 @pytest.mark.parametrize("side", ["send_overhead", "recv_overhead"])
 def test_not_with_a_message_overhead(side):
     with pytest.raises(ValueError, match="overheads would not be charged"):
-        simulate("alltoall", "linear", 8, 64, "flat:8", peers=2,
+        run_collective("alltoall", "linear", 8, 64, "flat:8", peers=2,
                  **{side: 1e-6})
 
 

@@ -15,7 +15,7 @@ import json
 import pytest
 
 from mpicoll.coll import lookup
-from mpicoll.sim.simgrid import simulate
+from mpicoll.sim.simgrid import run_collective
 from mpicoll.sim.simgrid.program import EMPTY, sig
 from mpicoll.sim.predict import main
 
@@ -55,30 +55,30 @@ def test_by_phases_sends_the_same_messages(simgrid):
     """Phase by phase: the same flows, two phases, the scatter's time
     before the allgather's, never earlier than the whole schedule."""
     for platform in ("flat:16", "torus:2x2x4"):
-        whole = simulate("bcast", "scatter_allgather", 16, 16 * 256,
+        whole = run_collective("bcast", "scatter_allgather", 16, 16 * 256,
                          platform, gamma=0, root=5)
-        split = simulate("bcast", "scatter_allgather", 16, 16 * 256,
+        split = run_collective("bcast", "scatter_allgather", 16, 16 * 256,
                          platform, gamma=0, root=5, phases=True)
-        scatter = simulate("scatter", "binomial", 16, 256, platform,
+        scatter = run_collective("scatter", "binomial", 16, 256, platform,
                            gamma=0, root=5)
-        allgather = simulate("allgather", "ring", 16, 256, platform, gamma=0)
+        allgather = run_collective("allgather", "ring", 16, 256, platform, gamma=0)
         assert (whole.phases, split.phases) == (1, 2)
         assert split.flows == whole.flows
         assert split.time == pytest.approx(scatter.time + allgather.time)
         assert split.time >= whole.time * (1 - 1e-9)
         assert split.symmetry == "exact+exact"
-    binomial = simulate("bcast", "binomial", 8, 64, "flat:8", gamma=0,
+    binomial = run_collective("bcast", "binomial", 8, 64, "flat:8", gamma=0,
                         phases=True)
     assert binomial.phases == 1  # nothing declared: the whole schedule
 
 
 def test_symmetric_phases_relabel_the_unrooted_one(simgrid):
     kw = dict(gamma=0, root=3, phases=True)
-    plain = simulate("bcast", "scatter_allgather", 32, 32 * 64,
+    plain = run_collective("bcast", "scatter_allgather", 32, 32 * 64,
                      "torus:2x4x4", **kw)
-    sym = simulate("bcast", "scatter_allgather", 32, 32 * 64,
+    sym = run_collective("bcast", "scatter_allgather", 32, 32 * 64,
                    "torus:2x4x4", symmetric=True, keep=4, **kw)
-    keep = simulate("bcast", "scatter_allgather", 32, 32 * 64,
+    keep = run_collective("bcast", "scatter_allgather", 32, 32 * 64,
                     "torus:2x4x4", keep=4, **kw)
     assert sym.symmetry == "exact+shift"
     assert sym.rounds_cut == keep.rounds_cut == 31 - 4
@@ -103,9 +103,9 @@ def test_keep_cuts_the_whole_schedules_ring_once_aligned(simgrid):
     """The leaves of the scatter reach the ring before its root; aligned,
     the ring's rounds line up on every rank and ``keep`` cuts them."""
     kw = dict(gamma=0, root=3)
-    exact = simulate("bcast", "scatter_allgather", 32, 32 * 64,
+    exact = run_collective("bcast", "scatter_allgather", 32, 32 * 64,
                      "torus:2x4x4", **kw)
-    keep = simulate("bcast", "scatter_allgather", 32, 32 * 64,
+    keep = run_collective("bcast", "scatter_allgather", 32, 32 * 64,
                     "torus:2x4x4", keep=4, **kw)
     assert (exact.rounds_cut, keep.rounds_cut) == (0, 31 - 4)
     assert keep.time == pytest.approx(exact.time, rel=0.01)
@@ -114,8 +114,8 @@ def test_keep_cuts_the_whole_schedules_ring_once_aligned(simgrid):
 def test_keep_leaves_unalignable_rounds_as_they_are(simgrid):
     """A pipeline's rounds cannot be aligned (its root posts every segment
     at once): ``keep`` then cuts what it finds in them as they are."""
-    exact = simulate("bcast", "pipelined", 8, 4096, "flat:8", gamma=0,
+    exact = run_collective("bcast", "pipelined", 8, 4096, "flat:8", gamma=0,
                      segment=256)
-    keep = simulate("bcast", "pipelined", 8, 4096, "flat:8", gamma=0,
+    keep = run_collective("bcast", "pipelined", 8, 4096, "flat:8", gamma=0,
                     segment=256, keep=4)
     assert keep.time == pytest.approx(exact.time, rel=0.01)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mpicoll.bench.specs import SPECS
-from mpicoll.sim.simgrid import parse, simulate
+from mpicoll.sim.simgrid import parse, run_collective
 from mpicoll.sim.simgrid.ringflow import NotClosedForm, predict, round_time, \
     routes
 
@@ -88,7 +88,7 @@ def test_closed_form_equals_simgrid(simgrid, collective, algorithm, size):
     count = SPECS[collective].count_for(1 << 20, size, 4)
     plat = parse(f"ring:{size}")
     priced = predict(collective, algorithm, size, count, 4, plat, 1e-10)
-    exact = simulate(collective, algorithm, size, count, plat, itemsize=4,
+    exact = run_collective(collective, algorithm, size, count, plat, itemsize=4,
                      gamma=1e-10)
     assert priced.time == pytest.approx(exact.time, rel=1e-9)
     assert priced.rounds >= priced.distinct >= 1
@@ -115,7 +115,7 @@ def test_closed_form_on_nodes_equals_simgrid(simgrid, collective, algorithm,
     dims = torus_dims(plat)
     priced = predict(collective, algorithm, 64, count, 4, plat, 1e-10,
                      dims=dims)
-    exact = simulate(collective, algorithm, 64, count, plat, itemsize=4,
+    exact = run_collective(collective, algorithm, 64, count, plat, itemsize=4,
                      gamma=1e-10, dims=dims)
     assert priced.symmetry == symmetry
     assert priced.time == pytest.approx(exact.time, rel=1e-9)
@@ -143,7 +143,7 @@ def test_merged_messages_price_the_merged_program(simgrid):
     with pytest.warns(UserWarning, match="merged: an approximation"):
         priced = predict("alltoall", "bruck", 64, count, 4, plat, 1e-10)
     with pytest.warns(UserWarning, match="merged: an approximation"):
-        merged = simulate("alltoall", "bruck", 64, count, plat, itemsize=4,
+        merged = run_collective("alltoall", "bruck", 64, count, plat, itemsize=4,
                           gamma=1e-10, symmetric=True)
     assert priced.symmetry == merged.symmetry == "shift+merged"
     assert priced.time == pytest.approx(merged.time, rel=1e-9)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from mpicoll.bench.specs import SPECS
-from mpicoll.sim.simgrid import parse, ringflow, simulate
+from mpicoll.sim.simgrid import parse, ringflow, run_collective
 from mpicoll.sim.simgrid.ringflow import NotClosedForm
 from mpicoll.sim.simgrid.torusflow import classes, closed_form, coordinates, \
     predict
@@ -63,7 +63,7 @@ def test_the_linear_alltoall_equals_simgrid(simgrid, spec):
     decide): SimGrid's exact simulation of all the flows agrees."""
     plat, count = linear_alltoall(spec)
     priced = predict("alltoall", "linear", plat.nodes, count, 4, plat, 0)
-    exact = simulate("alltoall", "linear", plat.nodes, count, plat,
+    exact = run_collective("alltoall", "linear", plat.nodes, count, plat,
                      itemsize=4, gamma=0)
     assert priced.time == pytest.approx(exact.time, rel=1e-9)
     assert (priced.rounds, priced.distinct) == (1, 1)
@@ -77,7 +77,7 @@ def test_even_tori_are_bracketed(simgrid):
     even = predict("alltoall", "linear", 16, count, 4, plat, 0,
                    busiest=False).time
     busiest = predict("alltoall", "linear", 16, count, 4, plat, 0).time
-    exact = simulate("alltoall", "linear", 16, count, plat, itemsize=4,
+    exact = run_collective("alltoall", "linear", 16, count, plat, itemsize=4,
                      gamma=0).time
     assert even < exact < busiest
 
@@ -89,7 +89,7 @@ def test_the_tcp_window_bound_holds(simgrid):
     plat, count = linear_alltoall("ring:31", 64 * MIB, bandwidth=1e13,
                                   latency=1e-4)
     priced = predict("alltoall", "linear", 31, count, 4, plat, 0).time
-    exact = simulate("alltoall", "linear", 31, count, plat, itemsize=4,
+    exact = run_collective("alltoall", "linear", 31, count, plat, itemsize=4,
                      gamma=0).time
     assert priced == pytest.approx(exact, rel=1e-9)
     uncapped = parse("ring:31", bandwidth=1e13, latency=1e-6)
@@ -108,7 +108,7 @@ def test_several_rounds_equal_simgrid(simgrid, collective, algorithm, spec):
     count = SPECS[collective].count_for(MIB, plat.nodes, 4)
     priced = predict(collective, algorithm, plat.nodes, count, 4, plat,
                      1e-10)
-    exact = simulate(collective, algorithm, plat.nodes, count, plat,
+    exact = run_collective(collective, algorithm, plat.nodes, count, plat,
                      itemsize=4, gamma=1e-10)
     assert priced.time == pytest.approx(exact.time, rel=1e-9)
 
@@ -121,7 +121,7 @@ def test_a_fan_on_a_ring_equals_simgrid(simgrid, collective):
     plat = parse("ring:64")
     count = SPECS[collective].count_for(MIB, 64, 4)
     priced = predict(collective, "linear", 64, count, 4, plat, 0)
-    exact = simulate(collective, "linear", 64, count, plat, itemsize=4,
+    exact = run_collective(collective, "linear", 64, count, plat, itemsize=4,
                      gamma=0)
     assert priced.symmetry == "rooted"
     assert priced.time == pytest.approx(exact.time, rel=1e-5)
@@ -134,7 +134,7 @@ def test_a_fan_held_by_the_tcp_window_equals_simgrid(simgrid):
     plat = parse("ring:31", bandwidth=1e13, latency=1e-4)
     count = SPECS["bcast"].count_for(64 * MIB, 31, 4)
     priced = predict("bcast", "linear", 31, count, 4, plat, 0).time
-    exact = simulate("bcast", "linear", 31, count, plat, itemsize=4,
+    exact = run_collective("bcast", "linear", 31, count, plat, itemsize=4,
                      gamma=0).time
     assert priced == pytest.approx(exact, rel=1e-5)
     farthest = 15 * plat.latency  # 15 links, then 64 MiB at its bound

@@ -1,7 +1,7 @@
 """Network simulation of schedules on SimGrid (optional: ``scripts/simgrid.sh``).
 
-    from mpicoll.sim.simgrid import simulate
-    simulate("allreduce", "ring", 64, 1 << 20, "dragonfly:4,2,4,2").time
+    from mpicoll.sim.simgrid import run_collective
+    run_collective("allreduce", "ring", 64, 1 << 20, "dragonfly:4,2,4,2").time
 
 :mod:`~mpicoll.sim.simgrid.networks` parses platform specs (``flat:N``,
 ``ring:P``, ``torus:AxBxC``, ``hypercube:d``, ``fattree:...``,
@@ -18,8 +18,13 @@ that one number per class of flows stands for many:
 :mod:`~mpicoll.sim.simgrid.fluid`. Only the child imports SimGrid.
 """
 
-from mpicoll.sim.simgrid.driver import Result, calibrate_gamma, run_program, simulate
+from mpicoll.sim.simgrid.driver import (
+    Result,
+    calibrate_gamma,
+    run_collective,
+    run_program,
+)
 from mpicoll.sim.simgrid.networks import Platform, PlatformError, parse
 
 __all__ = ["Platform", "PlatformError", "Result", "calibrate_gamma", "parse",
-           "run_program", "simulate"]
+           "run_collective", "run_program"]

@@ -1,6 +1,6 @@
 """Run schedules on a SimGrid network: predicted time of a collective.
 
-:func:`simulate` builds every rank's schedule (or, with ``symmetric=True``,
+:func:`run_collective` builds every rank's schedule (or, with ``symmetric=True``,
 rank 0's and a sample: :func:`mpicoll.sim.simgrid.program.network_sigs`), turns
 them into flows (:mod:`mpicoll.sim.simgrid.program`) and replays them in SimGrid
 on a :class:`~mpicoll.sim.simgrid.networks.Platform`.
@@ -112,7 +112,7 @@ def calibrate_gamma(itemsize: int = 4, n_bytes: int = 1 << 23) -> float:
     return best / out.nbytes
 
 
-def simulate(collective: str, algorithm: str, size: int, count,
+def run_collective(collective: str, algorithm: str, size: int, count,
              platform: Platform | str, *, itemsize: int = 4, root: int = 0,
              gamma: float | None = None, keep: int | None = None,
              sample: int | None = None, symmetric: bool = False,
@@ -167,7 +167,7 @@ def simulate(collective: str, algorithm: str, size: int, count,
         else None
     if parts:
         gamma = calibrate_gamma(itemsize) if gamma is None else gamma
-        return one_after_another([simulate(
+        return one_after_another([run_collective(
             part.collective, part.algorithm, size, part.count, platform,
             itemsize=itemsize, gamma=gamma, keep=keep, sample=sample,
             symmetric=symmetric and not part.rooted,
@@ -227,7 +227,7 @@ def run_program(program: Program, platform: Platform, *,
     taken from the latest rank's round ends. ``send_overhead`` and
     ``recv_overhead``: seconds per message at its sender and at its
     receiver; ``quantum``: the controller's time quantum in seconds; all
-    as in :func:`simulate`."""
+    as in :func:`run_collective`."""
     for name, value in (("send_overhead", send_overhead),
                         ("recv_overhead", recv_overhead),
                         ("quantum", quantum)):

@@ -1,7 +1,7 @@
 """The ``--model simgrid`` options of ``python -m mpicoll.simulate``.
 
 Their arguments (:func:`add_arguments`), their checks (:func:`problems`),
-the keyword arguments they give :func:`mpicoll.sim.simgrid.simulate`
+the keyword arguments they give :func:`mpicoll.sim.simgrid.run_collective`
 (:func:`simulate_kwargs`), and how the approximations they ask for are
 named in titles and rules sources (:func:`approximations`) and in the
 ``--json`` header (:func:`header_fields`). The approximations themselves
@@ -110,7 +110,7 @@ def _overhead_problems(args: argparse.Namespace, side: str,
 
 
 def simulate_kwargs(args: argparse.Namespace) -> dict:
-    """The options as :func:`mpicoll.sim.simgrid.simulate`'s keyword arguments."""
+    """The options as :func:`mpicoll.sim.simgrid.run_collective`'s keyword arguments."""
     return {"keep": args.keep, "sample": args.sample_rounds,
             "peers": args.sample_peers, "symmetric": args.symmetric,
             "phases": args.phases,
