@@ -41,6 +41,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from importlib import import_module
+import itertools
 from typing import Callable, NamedTuple
 from collections.abc import Mapping
 
@@ -165,6 +167,31 @@ def _build(alg: Algorithm, rank, size, count, root, commutative, nodes,
 _REGISTRY: dict[str, dict[str, Algorithm]] = {
     c: {"native": Algorithm(c, "native", None)} for c in COLLECTIVES
 }
+#: The modules of mpicoll.coll whose import registers the hand-built
+#: algorithms: imported the first time any algorithm but ``native`` is
+#: asked for, so that a program whose calls all run natively loads none.
+BUILDERS = ("allgather", "allreduce", "alltoall", "barrier", "bcast",
+            "gather", "hierarchical", "hierarchical_alltoall", "reduce",
+            "reduce_scatter", "scan", "scatter", "torus")
+_loaded = False
+#: (collective, name) -> (its module's place in BUILDERS, registration
+#: count): the order algorithms() lists, whatever order modules load in.
+_ORDER: dict[tuple[str, str], tuple[int, int]] = {}
+_registered = itertools.count()
+
+
+def _load_builders() -> None:
+    """Import :data:`BUILDERS` once (their imports register them), then
+    list each collective's algorithms in :data:`_ORDER`."""
+    global _loaded
+    if not _loaded:
+        for module in BUILDERS:
+            import_module(f"mpicoll.coll.{module}")
+        for collective, algs in _REGISTRY.items():
+            _REGISTRY[collective] = dict(sorted(
+                algs.items(),
+                key=lambda item: _ORDER.get((collective, item[0]), (-1, 0))))
+        _loaded = True
 
 
 def register(collectives, name: str, *, commutative_only: bool = False,
@@ -182,9 +209,12 @@ def register(collectives, name: str, *, commutative_only: bool = False,
     takes = next((s for s in ("matrix", "per_rank") if s in shapes), None)
 
     def deco(build):
+        module = build.__module__.rpartition(".")[2]
+        place = BUILDERS.index(module) if module in BUILDERS else len(BUILDERS)
         for c in collectives:
             if name in _REGISTRY[c]:
                 raise ValueError(f"{c} algorithm {name!r} registered twice")
+            _ORDER[c, name] = (place, next(_registered))
             _REGISTRY[c][name] = Algorithm(
                 c, name, build, commutative_only, dict(params), topology,
                 takes, cartesian, phases
@@ -196,8 +226,12 @@ def register(collectives, name: str, *, commutative_only: bool = False,
 
 def algorithms(collective: str) -> list[str]:
     """Names of the algorithms available for ``collective``, ``"native"`` first."""
+    _load_builders()
     return list(_REGISTRY[collective])
 
 
 def lookup(collective: str, name: str) -> Algorithm | None:
+    """``collective``'s algorithm ``name``, None if there is none."""
+    if name != "native":
+        _load_builders()
     return _REGISTRY.get(collective, {}).get(name)

@@ -74,14 +74,35 @@ print(ours, "mpi4py.MPI" in sys.modules)
 def test_the_faces_load_neither_tools_nor_optional_libraries():
     """``mpicoll.Comm`` and ``mpicoll.ProcessGroup`` load what a call
     needs: not the benchmark, the simulators, the cost model (read the
-    first time ``auto`` weighs algorithms beyond two ranks), meshes,
+    first time ``auto`` weighs algorithms beyond two ranks), the
+    hand-built algorithms (loaded by the first lookup of one), meshes,
     bucketing, torch, CuPy or matplotlib."""
     code = """
 import sys
 import mpicoll
 mpicoll.Comm, mpicoll.ProcessGroup
+from mpicoll.coll.registry import BUILDERS
 heavy = ("mpicoll.bench", "mpicoll.sim", "mpicoll.model", "mpicoll.cli",
-         "mpicoll.parallel", "torch", "cupy", "matplotlib")
+         "mpicoll.parallel", "torch", "cupy", "matplotlib",
+         *(f"mpicoll.coll.{m}" for m in BUILDERS))
 print(sorted(m for m in sys.modules if m.startswith(heavy)))
 """
     assert run(code).strip() == "[]"
+
+
+def test_algorithms_load_on_first_lookup_in_one_order():
+    """The algorithm modules register on the first lookup of a hand-built
+    algorithm, listed in one order whichever module was imported first."""
+    code = """
+import sys
+import mpicoll.coll.torus  # registers its algorithms before the others
+from mpicoll.coll import algorithms, lookup
+from mpicoll.coll.registry import BUILDERS
+assert lookup("allreduce", "native").native
+print(algorithms("allreduce"), algorithms("alltoall"))
+print(all(f"mpicoll.coll.{m}" in sys.modules for m in BUILDERS))
+"""
+    plain = "\n".join(line for line in code.splitlines()
+                      if "coll.torus" not in line)
+    assert run(code) == run(plain)
+    assert run(code).splitlines()[1] == "True"
