@@ -18,7 +18,6 @@ from mpi4py import MPI
 
 from mpicoll.device.cuda import copyto, empty_like, location
 from mpicoll.engine.engine import Call
-from mpicoll.engine.persistent import PERSISTENT
 from mpicoll.engine.work import then
 from mpicoll.errors import (
     BufferSpecError,
@@ -33,25 +32,6 @@ IN_PLACE = MPI.IN_PLACE
 
 class CallBuilder:
     """Checks and call records (a mixin; see the module docstring)."""
-
-    def _replay_or_parse(self, memo, async_op, parse, *args):
-        """Make one face call: a repeat of a call already checked on these
-        very objects (its ``memo``: ``(method, algorithm, buf, a, b, c)``,
-        :mod:`mpicoll.engine.replay`) is replayed (blocking) or relaunched
-        (nonblocking) without parsing; any other call (a first one, one
-        with ``memo`` None, a persistent one) is parsed and launched by
-        ``parse(*args, async_op, memo)``. Returns what the call returns:
-        None, a :class:`~mpicoll.engine.work.Work` or a
-        :class:`~mpicoll.engine.persistent.Persistent`."""
-        if memo is not None and async_op is not PERSISTENT:
-            if not async_op:
-                if self._engine.replayed(*memo):
-                    return None
-            else:
-                work = self._engine.restarted(*memo)
-                if work is not None:
-                    return work
-        return parse(*args, async_op, memo)
 
     # ---------------------------------------------------------- checks
 

@@ -120,6 +120,9 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
         if name == "_engine":
             engine = self.__dict__["_engine"] = Engine(self, self._settings)
             return engine
+        if name in ("_replayed", "_restarted"):  # the engine's, bound
+            lookup = self.__dict__[name] = getattr(self._engine, name[1:])
+            return lookup
         if name == "_settings":
             settings = self.__dict__["_settings"] = \
                 Settings.from_environment(self.Get_rank())
@@ -151,6 +154,8 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
         the handle is null or predefined (mpi4py's ``free`` leaves those,
         and every other wrapper of ``COMM_WORLD`` shares the duplicate)."""
         engine = self.__dict__.pop("_engine", None)
+        self.__dict__.pop("_replayed", None)
+        self.__dict__.pop("_restarted", None)
         if engine is not None:
             engine.forget_replays()
         if self not in (MPI.COMM_NULL, MPI.COMM_WORLD, MPI.COMM_SELF):
@@ -170,21 +175,25 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
 
     # ------------------------------------------------------------ collectives
     #
-    # Each collective X has one parser, _call_x(..., async_op, memo), which
+    # Each collective X has one parser, _call_x(..., async_op, name), which
     # checks the arguments and launches a Call; X (blocking, here), IX
     # (nonblocking, returns a Work: mpicoll.api.nonblocking_calls) and
-    # X_init (persistent: mpicoll.api.persistent_calls) all reach it. X and
-    # IX go through _replay_or_parse with their memo (name, algorithm,
-    # buffer, up to three more arguments): a repeat on the same objects
-    # runs without parsing.
+    # X_init (persistent: mpicoll.api.persistent_calls) all reach it. X
+    # and IX first offer the call to the engine's replays
+    # (mpicoll.engine.replay: _replayed, _restarted), keyed by the method's
+    # name, algorithm=, its buffer and up to three more arguments: a repeat
+    # on the same objects runs without parsing. On a miss, the parser
+    # keeps the call under the memo it makes of ``name`` and the same
+    # arguments (no name: a persistent call, never kept).
 
     def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto"):
-        self._replay_or_parse(
-            ("Allreduce", algorithm, recvbuf, sendbuf, op, None), False,
-            self._call_allreduce, sendbuf, recvbuf, op, algorithm)
+        if not self._replayed("Allreduce", algorithm, recvbuf, sendbuf, op):
+            self._call_allreduce(sendbuf, recvbuf, op, algorithm, False,
+                                 "Allreduce")
 
     def _call_allreduce(self, sendbuf, recvbuf, op, algorithm, async_op,
-                        memo=None):
+                        name=None):
+        memo = name and (name, algorithm, recvbuf, sendbuf, op, None)
         where = self._where("allreduce")
         mop, why = self._mpi_op(op, where)
         s, r = self._reduction_messages(sendbuf, recvbuf, op, where)
@@ -219,12 +228,13 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
 
     def Reduce(self, sendbuf, recvbuf, op=MPI.SUM, root=0, *,
                algorithm="auto"):
-        self._replay_or_parse(
-            ("Reduce", algorithm, recvbuf, sendbuf, op, root), False,
-            self._call_reduce, sendbuf, recvbuf, op, root, algorithm)
+        if not self._replayed("Reduce", algorithm, recvbuf, sendbuf, op, root):
+            self._call_reduce(sendbuf, recvbuf, op, root, algorithm, False,
+                              "Reduce")
 
     def _call_reduce(self, sendbuf, recvbuf, op, root, algorithm, async_op,
-                     memo=None):
+                     name=None):
+        memo = name and (name, algorithm, recvbuf, sendbuf, op, root)
         where = self._where("reduce")
         mop, why = self._mpi_op(op, where)
         root = check_root(root, self._engine.size, where=where)
@@ -247,10 +257,11 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
             stage=restage, given=("Reduce", (sendbuf, recvbuf, op, root)))
 
     def Bcast(self, buf, root=0, *, algorithm="auto"):
-        self._replay_or_parse(("Bcast", algorithm, buf, root, None, None),
-                              False, self._call_bcast, buf, root, algorithm)
+        if not self._replayed("Bcast", algorithm, buf, root):
+            self._call_bcast(buf, root, algorithm, False, "Bcast")
 
-    def _call_bcast(self, buf, root, algorithm, async_op, memo=None):
+    def _call_bcast(self, buf, root, algorithm, async_op, name=None):
+        memo = name and (name, algorithm, buf, root, None, None)
         where = self._where("bcast")
         root = check_root(root, self._engine.size, where=where)
         at_root = self._engine.rank == root
@@ -271,12 +282,13 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
                            given=("Bcast", (buf, root)))
 
     def Allgather(self, sendbuf, recvbuf, *, algorithm="auto"):
-        self._replay_or_parse(
-            ("Allgather", algorithm, recvbuf, sendbuf, None, None), False,
-            self._call_allgather, sendbuf, recvbuf, algorithm)
+        if not self._replayed("Allgather", algorithm, recvbuf, sendbuf):
+            self._call_allgather(sendbuf, recvbuf, algorithm, False,
+                                 "Allgather")
 
     def _call_allgather(self, sendbuf, recvbuf, algorithm, async_op,
-                        memo=None):
+                        name=None):
+        memo = name and (name, algorithm, recvbuf, sendbuf, None, None)
         c = "allgather"
         where = self._where(c)
         r = message(recvbuf, readonly=False, blocks=self._engine.size,
@@ -327,12 +339,13 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
                 f"the MPI library applies its rules to that")
 
     def Gather(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
-        self._replay_or_parse(
-            ("Gather", algorithm, recvbuf, sendbuf, root, None), False,
-            self._call_gather, sendbuf, recvbuf, root, algorithm)
+        if not self._replayed("Gather", algorithm, recvbuf, sendbuf, root):
+            self._call_gather(sendbuf, recvbuf, root, algorithm, False,
+                              "Gather")
 
     def _call_gather(self, sendbuf, recvbuf, root, algorithm, async_op,
-                     memo=None):
+                     name=None):
+        memo = name and (name, algorithm, recvbuf, sendbuf, root, None)
         c = "gather"
         where = self._where(c)
         root = check_root(root, self._engine.size, where=where)
@@ -355,12 +368,13 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
                                given=given)
 
     def Scatter(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
-        self._replay_or_parse(
-            ("Scatter", algorithm, recvbuf, sendbuf, root, None), False,
-            self._call_scatter, sendbuf, recvbuf, root, algorithm)
+        if not self._replayed("Scatter", algorithm, recvbuf, sendbuf, root):
+            self._call_scatter(sendbuf, recvbuf, root, algorithm, False,
+                               "Scatter")
 
     def _call_scatter(self, sendbuf, recvbuf, root, algorithm, async_op,
-                      memo=None):
+                      name=None):
+        memo = name and (name, algorithm, recvbuf, sendbuf, root, None)
         c = "scatter"
         where = self._where(c)
         engine = self._engine
@@ -397,14 +411,15 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
             async_op)
 
     def Alltoall(self, sendbuf, recvbuf, *, algorithm="auto"):
-        self._replay_or_parse(
-            ("Alltoall", algorithm, recvbuf, sendbuf, None, None), False,
-            self._call_alltoall, sendbuf, recvbuf, algorithm)
+        if not self._replayed("Alltoall", algorithm, recvbuf, sendbuf):
+            self._call_alltoall(sendbuf, recvbuf, algorithm, False,
+                                "Alltoall")
 
     def _call_alltoall(self, sendbuf, recvbuf, algorithm, async_op,
-                       memo=None):
+                       name=None):
         """In place, the input is copied out of ``recvbuf`` first (every
         block of it is both sent and overwritten)."""
+        memo = name and (name, algorithm, recvbuf, sendbuf, None, None)
         c = "alltoall"
         where = self._where(c)
         engine = self._engine
@@ -433,17 +448,18 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
             given=("Alltoall", (sendbuf, recvbuf)), stage=stage), async_op)
 
     def Scan(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto"):
-        self._replay_or_parse(
-            ("Scan", algorithm, recvbuf, sendbuf, op, None), False,
-            self._call_scan, "scan", sendbuf, recvbuf, op, algorithm)
+        if not self._replayed("Scan", algorithm, recvbuf, sendbuf, op):
+            self._call_scan("scan", sendbuf, recvbuf, op, algorithm, False,
+                            "Scan")
 
     def Exscan(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto"):
-        self._replay_or_parse(
-            ("Exscan", algorithm, recvbuf, sendbuf, op, None), False,
-            self._call_scan, "exscan", sendbuf, recvbuf, op, algorithm)
+        if not self._replayed("Exscan", algorithm, recvbuf, sendbuf, op):
+            self._call_scan("exscan", sendbuf, recvbuf, op, algorithm, False,
+                            "Exscan")
 
     def _call_scan(self, c, sendbuf, recvbuf, op, algorithm, async_op,
-                   memo=None):
+                   name=None):
+        memo = name and (name, algorithm, recvbuf, sendbuf, op, None)
         where = self._where(c)
         mop, why = self._mpi_op(op, where)
         s, r = self._reduction_messages(sendbuf, recvbuf, op, where)
@@ -457,13 +473,14 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
 
     def Reduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM, *,
                              algorithm="auto"):
-        self._replay_or_parse(
-            ("Reduce_scatter_block", algorithm, recvbuf, sendbuf, op, None),
-            False, self._call_reduce_scatter_block, sendbuf, recvbuf, op,
-            algorithm)
+        if not self._replayed("Reduce_scatter_block", algorithm, recvbuf,
+                              sendbuf, op):
+            self._call_reduce_scatter_block(sendbuf, recvbuf, op, algorithm,
+                                            False, "Reduce_scatter_block")
 
     def _call_reduce_scatter_block(self, sendbuf, recvbuf, op, algorithm,
-                                   async_op, memo=None):
+                                   async_op, name=None):
+        memo = name and (name, algorithm, recvbuf, sendbuf, op, None)
         c = "reduce_scatter_block"
         where = self._where(c)
         mop, why = self._mpi_op(op, where)
@@ -487,8 +504,9 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
             given=("Reduce_scatter_block", (sendbuf, recvbuf, op)))
 
     def Barrier(self, *, algorithm="auto"):
-        self._replay_or_parse(("Barrier", algorithm, None, None, None, None),
-                              False, self._barrier, algorithm)
+        if not self._replayed("Barrier", algorithm, None):
+            self._barrier(algorithm, False,
+                          ("Barrier", algorithm, None, None, None, None))
 
 
 # The collective methods a guarded Comm wraps (mpicoll.guard.guarded).

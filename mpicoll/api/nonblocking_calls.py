@@ -1,10 +1,9 @@
 """mpi4py's nonblocking collectives on :class:`mpicoll.Comm`.
 
 Each ``IX`` has mpi4py's signature plus ``algorithm=`` and returns a
-:class:`~mpicoll.engine.work.Work`. Through
-:meth:`~mpicoll.api.calls.CallBuilder._replay_or_parse`, a repeat on the
-very same objects is relaunched without parsing; any other call is parsed
-by the same parser as ``X`` and ``X_init``.
+:class:`~mpicoll.engine.work.Work`. A repeat on the very same objects is
+relaunched without parsing (:meth:`~mpicoll.engine.replay.Replays.restarted`);
+any other call is parsed by the same parser as ``X`` and ``X_init``.
 
 A mixin of :class:`mpicoll.Comm`: it expects the ``_call_x`` parsers of
 :mod:`mpicoll.api.comm` (the v-forms' ``IX`` are in :mod:`mpicoll.api.vector_calls`).
@@ -22,61 +21,64 @@ class NonblockingCalls:
 
     def Iallreduce(self, sendbuf, recvbuf, op=MPI.SUM, *,
                    algorithm="auto") -> Work:
-        return self._replay_or_parse(
-            ("Iallreduce", algorithm, recvbuf, sendbuf, op, None), True,
-            self._call_allreduce, sendbuf, recvbuf, op, algorithm)
+        return self._restarted(
+            "Iallreduce", algorithm, recvbuf, sendbuf, op) or \
+            self._call_allreduce(sendbuf, recvbuf, op, algorithm, True,
+                                 "Iallreduce")
 
     def Ireduce(self, sendbuf, recvbuf, op=MPI.SUM, root=0, *,
                 algorithm="auto") -> Work:
-        return self._replay_or_parse(
-            ("Ireduce", algorithm, recvbuf, sendbuf, op, root), True,
-            self._call_reduce, sendbuf, recvbuf, op, root, algorithm)
+        return self._restarted(
+            "Ireduce", algorithm, recvbuf, sendbuf, op, root) or \
+            self._call_reduce(sendbuf, recvbuf, op, root, algorithm, True,
+                              "Ireduce")
 
     def Ibcast(self, buf, root=0, *, algorithm="auto") -> Work:
-        return self._replay_or_parse(
-            ("Ibcast", algorithm, buf, root, None, None), True,
-            self._call_bcast, buf, root, algorithm)
+        return self._restarted("Ibcast", algorithm, buf, root) or \
+            self._call_bcast(buf, root, algorithm, True, "Ibcast")
 
     def Iallgather(self, sendbuf, recvbuf, *, algorithm="auto") -> Work:
-        return self._replay_or_parse(
-            ("Iallgather", algorithm, recvbuf, sendbuf, None, None), True,
-            self._call_allgather, sendbuf, recvbuf, algorithm)
+        return self._restarted("Iallgather", algorithm, recvbuf, sendbuf) or \
+            self._call_allgather(sendbuf, recvbuf, algorithm, True,
+                                 "Iallgather")
 
     def Igather(self, sendbuf, recvbuf, root=0, *, algorithm="auto") -> Work:
-        return self._replay_or_parse(
-            ("Igather", algorithm, recvbuf, sendbuf, root, None), True,
-            self._call_gather, sendbuf, recvbuf, root, algorithm)
+        return self._restarted(
+            "Igather", algorithm, recvbuf, sendbuf, root) or \
+            self._call_gather(sendbuf, recvbuf, root, algorithm, True,
+                              "Igather")
 
     def Iscatter(self, sendbuf, recvbuf, root=0, *,
                  algorithm="auto") -> Work:
-        return self._replay_or_parse(
-            ("Iscatter", algorithm, recvbuf, sendbuf, root, None), True,
-            self._call_scatter, sendbuf, recvbuf, root, algorithm)
+        return self._restarted(
+            "Iscatter", algorithm, recvbuf, sendbuf, root) or \
+            self._call_scatter(sendbuf, recvbuf, root, algorithm, True,
+                               "Iscatter")
 
     def Ialltoall(self, sendbuf, recvbuf, *, algorithm="auto") -> Work:
-        return self._replay_or_parse(
-            ("Ialltoall", algorithm, recvbuf, sendbuf, None, None), True,
-            self._call_alltoall, sendbuf, recvbuf, algorithm)
+        return self._restarted("Ialltoall", algorithm, recvbuf, sendbuf) or \
+            self._call_alltoall(sendbuf, recvbuf, algorithm, True,
+                                "Ialltoall")
 
     def Iscan(self, sendbuf, recvbuf, op=MPI.SUM, *, algorithm="auto") -> Work:
-        return self._replay_or_parse(
-            ("Iscan", algorithm, recvbuf, sendbuf, op, None), True,
-            self._call_scan, "scan", sendbuf, recvbuf, op, algorithm)
+        return self._restarted("Iscan", algorithm, recvbuf, sendbuf, op) or \
+            self._call_scan("scan", sendbuf, recvbuf, op, algorithm, True,
+                            "Iscan")
 
     def Iexscan(self, sendbuf, recvbuf, op=MPI.SUM, *,
                 algorithm="auto") -> Work:
-        return self._replay_or_parse(
-            ("Iexscan", algorithm, recvbuf, sendbuf, op, None), True,
-            self._call_scan, "exscan", sendbuf, recvbuf, op, algorithm)
+        return self._restarted("Iexscan", algorithm, recvbuf, sendbuf, op) \
+            or self._call_scan("exscan", sendbuf, recvbuf, op, algorithm,
+                               True, "Iexscan")
 
     def Ireduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM, *,
                               algorithm="auto") -> Work:
-        return self._replay_or_parse(
-            ("Ireduce_scatter_block", algorithm, recvbuf, sendbuf, op, None),
-            True, self._call_reduce_scatter_block, sendbuf, recvbuf, op,
-            algorithm)
+        return self._restarted(
+            "Ireduce_scatter_block", algorithm, recvbuf, sendbuf, op) or \
+            self._call_reduce_scatter_block(sendbuf, recvbuf, op, algorithm,
+                                            True, "Ireduce_scatter_block")
 
     def Ibarrier(self, *, algorithm="auto") -> Work:
-        return self._replay_or_parse(
-            ("Ibarrier", algorithm, None, None, None, None), True,
-            self._barrier, algorithm)
+        return self._restarted("Ibarrier", algorithm, None) or \
+            self._barrier(algorithm, True,
+                          ("Ibarrier", algorithm, None, None, None, None))

@@ -112,6 +112,25 @@ class ProcessGroup(TorchPointToPoint, TensorArguments, CallBuilder):
     def __repr__(self) -> str:
         return f"<mpicoll.ProcessGroup rank {self.rank()} of {self.size()}>"
 
+    def _replay_or_parse(self, memo, async_op, parse, *args):
+        """Make one call: a repeat of a call already checked on these very
+        objects (its ``memo``: ``(method, algorithm, buf, a, b, c)``,
+        :mod:`mpicoll.engine.replay`) is replayed (blocking) or relaunched
+        (``async_op``) without parsing; any other call (a first one, a
+        prepared one) is parsed and launched by ``parse(*args, async_op,
+        memo)``. Returns what the call returns: None, a
+        :class:`~mpicoll.engine.work.Work` or a
+        :class:`~mpicoll.engine.persistent.Persistent`."""
+        if memo is not None and async_op is not PERSISTENT:
+            if not async_op:
+                if self._engine.replayed(*memo):
+                    return None
+            else:
+                work = self._engine.restarted(*memo)
+                if work is not None:
+                    return work
+        return parse(*args, async_op, memo)
+
     def _op_of(self, op, collective):
         return self._op(op.value if isinstance(op, ReduceOp) else op,
                         collective)

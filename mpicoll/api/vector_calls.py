@@ -47,22 +47,23 @@ class VectorCalls:
     """The v-collectives of :class:`mpicoll.Comm` (a mixin)."""
 
     def Allgatherv(self, sendbuf, recvbuf, *, algorithm="auto"):
-        self._replay_or_parse(
-            ("Allgatherv", algorithm, recvbuf, sendbuf, None, None), False,
-            self._call_allgatherv, sendbuf, recvbuf, algorithm)
+        if not self._replayed("Allgatherv", algorithm, recvbuf, sendbuf):
+            self._call_allgatherv(sendbuf, recvbuf, algorithm, False,
+                                  "Allgatherv")
 
     def Iallgatherv(self, sendbuf, recvbuf, *, algorithm="auto") -> Work:
-        return self._replay_or_parse(
-            ("Iallgatherv", algorithm, recvbuf, sendbuf, None, None), True,
-            self._call_allgatherv, sendbuf, recvbuf, algorithm)
+        return self._restarted("Iallgatherv", algorithm, recvbuf, sendbuf) \
+            or self._call_allgatherv(sendbuf, recvbuf, algorithm, True,
+                                     "Iallgatherv")
 
     def _call_allgatherv(self, sendbuf, recvbuf, algorithm, async_op,
-                         memo=None):
+                         name=None):
         """``recvbuf`` is ``[buf, counts]``, ``[buf, counts, TYPE]``,
         ``[buf, (counts, displs), TYPE]`` or ``[buf, counts, displs, TYPE]``
         as in mpi4py. Unpacked displacements are staged through a packed
         copy (:class:`~mpicoll.args.vectors.VectorBuffer`), and such calls are
         not replayed."""
+        memo = name and (name, algorithm, recvbuf, sendbuf, None, None)
         c = "allgatherv"
         v, rspec = self._vector(recvbuf, c, "recvbuf", receiving=True)
         counts, recv = v.counts, v.array
@@ -246,22 +247,26 @@ class VectorCalls:
 
     def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM,
                        *, algorithm="auto"):
-        self._replay_or_parse(
-            _counts_memo("Reduce_scatter", algorithm, recvbuf, sendbuf, op,
-                         recvcounts), False, self._call_reduce_scatter,
-            sendbuf, recvbuf, recvcounts, op, algorithm)
+        if not self._replayed("Reduce_scatter", algorithm, recvbuf, sendbuf,
+                              op, recvcounts):
+            self._call_reduce_scatter(sendbuf, recvbuf, recvcounts, op,
+                                      algorithm, False, "Reduce_scatter")
 
     def Ireduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM,
                         *, algorithm="auto") -> Work:
-        return self._replay_or_parse(
-            _counts_memo("Ireduce_scatter", algorithm, recvbuf, sendbuf, op,
-                         recvcounts), True, self._call_reduce_scatter,
-            sendbuf, recvbuf, recvcounts, op, algorithm)
+        return self._restarted("Ireduce_scatter", algorithm, recvbuf,
+                               sendbuf, op, recvcounts) or \
+            self._call_reduce_scatter(sendbuf, recvbuf, recvcounts, op,
+                                      algorithm, True, "Ireduce_scatter")
 
     def _call_reduce_scatter(self, sendbuf, recvbuf, recvcounts, op,
-                             algorithm, async_op, memo=None):
+                             algorithm, async_op, name=None):
         """As mpi4py: ``recvcounts=None`` (not in place) allgathers every
-        rank's receive count first."""
+        rank's receive count first, every call. Kept for replay only with
+        counts in a list or tuple (an array of them could change in place
+        unseen; None could count differently the next time)."""
+        memo = (name, algorithm, recvbuf, sendbuf, op, recvcounts) \
+            if name and type(recvcounts) in (list, tuple) else None
         c = "reduce_scatter"
         where = self._where(c)
         engine = self._engine
@@ -339,11 +344,3 @@ class _PackedBlocks:
     def unpack(self) -> None:
         unpack(self.message, self.array)
 
-
-def _counts_memo(name, algorithm, recvbuf, sendbuf, op, recvcounts):
-    """A reduce-scatter's memo; None (never replayed) unless its counts
-    are a tuple, which cannot change between calls (``recvcounts=None``
-    exchanges the counts every call)."""
-    if type(recvcounts) is not tuple:
-        return None
-    return (name, algorithm, recvbuf, sendbuf, op, recvcounts)

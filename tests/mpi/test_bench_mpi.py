@@ -198,3 +198,22 @@ def test_osu_cross_check(world, capsys):
         out = capsys.readouterr().out
         assert out.count("OSU's method against ours") == 3
         assert "16384" in out
+
+
+def test_wrap_cost_runs_the_demo_loops_and_every_form(world, capsys):
+    """bench/wrap_cost.py: mpi4py's demo loops and the per-form table,
+    shortened; every collective and form prints its row."""
+    from scripts import load
+
+    wrap = load("wrap_cost")
+    assert wrap.main(["demos", "-e", "64", "--runs", "1",
+                      "--scale", "0.001"]) == 0
+    assert wrap.main(["forms", "--calls", "3", "--runs", "1"]) == 0
+    if world.rank == 0:
+        out = capsys.readouterr().out
+        for collective in wrap.DEMOS:
+            assert f"# {collective}, {world.size} ranks" in out
+        rows = [line for line in out.splitlines()
+                if line.startswith("  ") and ("native" in line
+                                              or "built" in line)]
+        assert len(rows) == len(wrap.forms_cases(world))

@@ -1,0 +1,206 @@
+"""A repeated call in every buffer form skips the parser: the guard of the
+fast path of ``mpicoll.Comm`` (mpicoll.engine.replay), counted, not timed.
+
+On ``MPI.COMM_SELF`` (MPI as a singleton), each case makes its call three
+times on the very same objects: the first is parsed and kept, the next
+two must run without entering the message parser (counted by wrapping
+``message`` and ``vector_message`` where the face imports them) and give
+the raw communicator's result. A spec changed in place (a new count, a
+new buffer, counts changed inside a nested list) must be parsed again.
+"""
+
+from __future__ import annotations
+
+import array
+import mmap
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import mpicoll
+from mpicoll.api import comm as comm_module
+from mpicoll.api import vector_calls
+from mpicoll.engine.replay import _Frozen
+
+SELF = MPI.COMM_SELF
+N = 8
+
+
+class DLPackOnly:
+    """A buffer reachable only through DLPack."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, **kwargs):
+        return self._a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def buffers():
+    """Each kind of byte buffer of N bytes, holding 1..N."""
+    data = bytes(range(1, N + 1))
+    mm = mmap.mmap(-1, N)
+    mm[:] = data
+    a = np.frombuffer(data, np.uint8).copy()
+    ba = bytearray(data)
+    return {"ndarray": a, "bytearray": ba, "memoryview": memoryview(ba),
+            "mmap": mm, "array": array.array("B", data),
+            "dlpack": DLPackOnly(a)}
+
+
+def bcast_specs():
+    specs = {}
+    for kind, buf in buffers().items():
+        specs[f"buf {kind}"] = lambda b=buf: b
+        specs[f"[buf, count, TYPE] {kind}"] = lambda b=buf: [b, N, MPI.BYTE]
+    a = np.arange(1, N + 1, dtype=np.uint8)
+    specs["[buf, TYPE]"] = lambda: [a, MPI.BYTE]
+    specs["[buf, count]"] = lambda: [a, N]
+    specs["[buf, (count, displ), TYPE]"] = lambda: [a, (N, 0), MPI.BYTE]
+    specs["[buf, typecode]"] = lambda: [a, "B"]
+    specs["(buf, count, TYPE) tuple"] = lambda: (a, N, MPI.BYTE)
+    return specs
+
+
+def calls():
+    """name -> a function making (call on a communicator, what it wrote)."""
+    cases = {}
+    for name, make in bcast_specs().items():
+        def bcast(make=make):
+            spec = make()
+            return (lambda c: c.Bcast(spec, 0)), spec
+        cases[f"Bcast {name}"] = bcast
+
+    def reduction(method, inplace=False, listed=False):
+        def case():
+            x = np.arange(1.0, N + 1)
+            y = np.zeros(N)
+            s = MPI.IN_PLACE if inplace else ([x, MPI.DOUBLE] if listed else x)
+            r = [y, N, MPI.DOUBLE] if listed else y
+            if inplace:
+                y[:] = x
+            return (lambda c: getattr(c, method)(s, r, MPI.SUM)), y
+        return case
+
+    for method in ("Allreduce", "Scan", "Reduce_scatter_block"):
+        cases[f"{method} buf"] = reduction(method)
+        cases[f"{method} lists"] = reduction(method, listed=True)
+    cases["Allreduce IN_PLACE"] = reduction("Allreduce", inplace=True)
+
+    def rooted(method):
+        def case():
+            x = np.arange(1, N + 1, dtype=np.int32)
+            y = np.zeros(N, np.int32)
+            send, recv = [x, N, MPI.INT], [y, N, MPI.INT]
+            if method == "Reduce":
+                return (lambda c: c.Reduce(send, recv, MPI.SUM, 0)), y
+            return (lambda c: getattr(c, method)(send, recv, 0)), y
+        return case
+
+    for method in ("Reduce", "Gather", "Scatter"):
+        cases[f"{method} lists"] = rooted(method)
+
+    def gathering(method):
+        def case():
+            x = np.arange(1, N + 1, dtype=np.int64)
+            y = np.zeros(N, np.int64)
+            if method == "Allgather":
+                spec = [y, N, MPI.INT64_T]
+                y[:] = x
+                return (lambda c: c.Allgather(MPI.IN_PLACE, spec)), y
+            if method == "Alltoall":
+                send = [x, MPI.INT64_T]
+                return (lambda c: c.Alltoall(send, y)), y
+            counts = [N]
+            spec = [y, (counts, [0]), MPI.INT64_T]
+            return (lambda c: c.Allgatherv(x, spec)), y
+        return case
+
+    for method in ("Allgather", "Alltoall", "Allgatherv"):
+        cases[f"{method} lists"] = gathering(method)
+
+    def reduce_scatter():
+        x = np.arange(1.0, N + 1)
+        y = np.zeros(N)
+        counts = [N]
+        return (lambda c: c.Reduce_scatter(x, y, counts, MPI.SUM)), y
+
+    cases["Reduce_scatter counts list"] = reduce_scatter
+    cases["Barrier"] = lambda: ((lambda c: c.Barrier()), None)
+    return cases
+
+
+@pytest.fixture
+def parses(monkeypatch):
+    """How many times the message parser has been entered."""
+    count = [0]
+    for module in (comm_module, vector_calls):
+        for name in ("message", "vector_message"):
+            if hasattr(module, name):
+                parse = getattr(module, name)
+
+                def counting(*args, _parse=parse, **kwargs):
+                    count[0] += 1
+                    return _parse(*args, **kwargs)
+                monkeypatch.setattr(module, name, counting)
+    return count
+
+
+def snapshot(out):
+    if out is None:
+        return None
+    if isinstance(out, (list, tuple)):
+        out = out[0]
+    if isinstance(out, DLPackOnly):
+        out = out._a
+    return bytes(memoryview(out))
+
+
+@pytest.mark.parametrize("case", sorted(calls()))
+def test_a_repeated_call_is_not_parsed_again(case, parses):
+    comm = mpicoll.Comm(SELF)
+    call, out = calls()[case]()
+    raw_call, raw_out = calls()[case]()
+    raw_call(SELF)
+    call(comm)
+    first = parses[0]
+    assert first >= (0 if case == "Barrier" else 1)  # the counter counts
+    call(comm)
+    call(comm)
+    assert parses[0] == first, f"{case}: parsed again on a repeat"
+    assert snapshot(out) == snapshot(raw_out)
+    comm.free()
+
+
+def test_a_changed_spec_is_parsed_again(parses):
+    comm = mpicoll.Comm(SELF)
+    a, b = np.arange(N, dtype=np.uint8), np.arange(N, dtype=np.uint8)
+    spec = [a, N, MPI.BYTE]
+    for _ in range(2):
+        comm.Bcast(spec, 0)
+    seen = parses[0]
+    spec[1] = N // 2  # a new count
+    comm.Bcast(spec, 0)
+    assert parses[0] == seen + 1
+    spec[0] = b  # a new buffer
+    comm.Bcast(spec, 0)
+    assert parses[0] == seen + 2
+    comm.free()
+
+
+def test_a_spec_frozen_sees_changes_in_nested_lists():
+    a = np.zeros(N)
+    counts, displs = [2, 2], [0, 2]
+    spec = [a, (counts, displs), MPI.DOUBLE]
+    frozen = _Frozen(spec)
+    assert frozen.holds(spec)
+    counts[1] = 3  # inside a tuple inside the list
+    assert not frozen.holds(spec)
+    counts[1] = 2
+    assert frozen.holds(spec)
+    a.dtype = np.int64  # the array reinterpreted in place
+    assert not frozen.holds(spec)
