@@ -63,7 +63,7 @@ from mpicoll.select.policy import (
     environment_rules,
 )
 from mpicoll.engine.persistent import PERSISTENT, prepare
-from mpicoll.engine.replay import Replays, Rerun
+from mpicoll.engine.replay import Replays, Rerun, spec_copy
 from mpicoll.guard.watchdog import Watchdog
 from mpicoll.engine.work import RequestWork, ScheduleWork, Work, then
 
@@ -404,12 +404,14 @@ class Engine(Replays, Choosing):
         """The private communicator's call ``name`` (mpi4py's name, or its
         ``I`` or ``_init`` twin) with ``args`` bound, not yet made: a
         replayed call makes it directly, so arrays are bound as
-        :func:`~mpicoll.args.message.named` messages."""
+        :func:`~mpicoll.args.message.named` messages, and message specs
+        as copies (:func:`~mpicoll.engine.replay.spec_copy`)."""
         if nonblocking is PERSISTENT:
             name += "_init"
         elif nonblocking:
             name = "I" + name[0].lower() + name[1:]
-        return partial(getattr(self.ctx.comm, name), *map(named, args))
+        return partial(getattr(self.ctx.comm, name),
+                       *[named(spec_copy(arg)) for arg in args])
 
     def _run_steps(self, steps) -> None:
         run(steps, self.ctx.comm, self.ctx.next_tag())

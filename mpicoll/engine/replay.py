@@ -114,17 +114,16 @@ class Replays:
         arrays = [o for o in objects if hasattr(o, "dtype")]
         if len(arrays) > 2:
             return  # more arrays than _matching compares
-        specs = tuple((i, _Frozen(o)) for i, o in enumerate(objects)
-                      if type(o) is list or type(o) is tuple) or None
+        kept = [_Frozen(o) if type(o) is list or type(o) is tuple else o
+                for o in objects]
         first, second = (*arrays, _NO_ARRAY, _NO_ARRAY)[:2]
-        key = id(buf), id(a)
+        key = _key(buf), _key(a)
         held = table.get(key)
-        if held is not None and (held[0] != name or held[1] != algorithm) \
-                and held[2] is buf and held[3] is a:
+        if held is not None and (held[0] != name or held[1] != algorithm):
             key = (key, name, algorithm)  # another call's: beside it
         _make_room(table, key)
-        table[key] = (name, algorithm, buf, a, b, c, first, first.dtype,
-                      second, second.dtype, run, specs)
+        table[key] = (name, algorithm, *kept, first, first.dtype, second,
+                      second.dtype, run)
 
     def _remember_alike(self, memo, call: Callable, args: tuple,
                         flat: bool = False) -> None:
@@ -206,15 +205,19 @@ def _same_call(x: Callable, y: Callable) -> bool:
 
 def _matching(table: dict, name, algorithm, buf, a, b, c):
     """The kept run of this call on these objects in ``table``, or None.
-    An entry lives at ``(id(buf), id(a))`` (not ``id(buf) ^ id(a)``:
+    An entry lives at ``(_key(buf), _key(a))`` (not the XOR of two ids:
     arrays made one after another lie close, and the XOR of two such
     pairs' ids came out equal, so they took each other's entry), or,
-    where a call of another method or algorithm on the same objects holds
-    that place, at that key with its method and algorithm
-    (:meth:`Replays._remember`): calls of two algorithms made in turn on
-    the same arrays keep an entry each (one would otherwise run by its
-    likeness every time), and the common case costs one lookup."""
-    key = id(buf), id(a)
+    where a call of another method or algorithm holds that place, at that
+    key with its method and algorithm (:meth:`Replays._remember`): calls
+    of two algorithms made in turn on the same arrays keep an entry each
+    (one would otherwise run by its likeness every time), and the common
+    case costs one lookup. A message spec matches a kept one that holds
+    the same items, the same list or a new one (:class:`_Frozen`)."""
+    key = (tuple(map(id, buf)) if type(buf) is list or type(buf) is tuple
+           else id(buf),
+           tuple(map(id, a)) if type(a) is list or type(a) is tuple
+           else id(a))  # _key, inlined: every call makes it
     e = table.get(key)
     if e is None:
         return None
@@ -222,17 +225,41 @@ def _matching(table: dict, name, algorithm, buf, a, b, c):
         e = table.get((key, name, algorithm))
         if e is None:
             return None
-    kept, alg, buf0, a0, b0, c0, first, dtype1, second, dtype2, run, specs = e
-    if buf0 is not buf or a0 is not a or b0 is not b or c0 is not c or \
-            first.dtype is not dtype1 or second.dtype is not dtype2 or \
+    kept, alg, buf0, a0, b0, c0, first, dtype1, second, dtype2, run = e
+    if first.dtype is not dtype1 or second.dtype is not dtype2 or \
             kept != name or alg != algorithm:
         return None
-    if specs is not None:
-        objects = (buf, a, b, c)
-        for i, frozen in specs:
-            if not frozen.holds(objects[i]):
-                return None
+    # The key holds the ids of buf's and a's items where they are specs.
+    if buf0 is not buf and not (type(buf0) is _Frozen
+                                and buf0.holds_inside(buf)):
+        return None
+    if a0 is not a and not (type(a0) is _Frozen and a0.holds_inside(a)):
+        return None
+    if b0 is not b and not (type(b0) is _Frozen and b0.holds(b)):
+        return None
+    if c0 is not c and not (type(c0) is _Frozen and c0.holds(c)):
+        return None
     return run
+
+
+def _key(obj):
+    """A memo object's part of its entry's key: its id, or for a message
+    spec (a list or tuple) the ids of its items, so that a new list of the
+    same items (``comm.Bcast([data, MPI.INT], 0)`` written in every call)
+    finds the entry of the first."""
+    if type(obj) is list or type(obj) is tuple:
+        return tuple(map(id, obj))
+    return id(obj)
+
+
+def spec_copy(obj):
+    """``obj``, or a copy of a message spec (nested lists and tuples
+    too) holding the same items: what a kept native call passes mpi4py,
+    so that a later change to the caller's list, which makes the call
+    parsed again, cannot change what a kept entry sends."""
+    if type(obj) is list or type(obj) is tuple:
+        return type(obj)(spec_copy(x) for x in obj)
+    return obj
 
 
 class _Frozen:
@@ -244,27 +271,41 @@ class _Frozen:
     int of the same value) counts as a change: the call then takes the
     full path and is kept anew."""
 
-    __slots__ = ("dtypes", "items", "nested")
+    __slots__ = ("array", "dtype", "items", "kind", "rest")
 
     def __init__(self, spec) -> None:
+        self.kind = type(spec)
         self.items = tuple(spec)
-        self.nested = tuple((i, _Frozen(x)) for i, x in enumerate(spec)
-                            if type(x) is list or type(x) is tuple)
-        self.dtypes = tuple((i, x.dtype) for i, x in enumerate(spec)
-                            if type(x) is np.ndarray)
+        arrays = [x for x in spec if type(x) is np.ndarray]
+        self.array = arrays[0] if arrays else _NO_ARRAY
+        self.dtype = self.array.dtype
+        nested = tuple((i, _Frozen(x)) for i, x in enumerate(spec)
+                       if type(x) is list or type(x) is tuple)
+        more = tuple((x, x.dtype) for x in arrays[1:])
+        self.rest = (nested, more) if nested or more else None
 
     def holds(self, spec) -> bool:
-        """Whether ``spec`` holds what it held when frozen (about 0.3 us
-        for three items)."""
-        if len(spec) != len(self.items) or \
-                not all(map(is_, spec, self.items)):
+        """Whether ``spec`` (a list or tuple) holds what it held when
+        frozen (about 0.3 us for three items)."""
+        return (type(spec) is list or type(spec) is tuple) and \
+            len(spec) == len(self.items) and \
+            all(map(is_, spec, self.items)) and self.holds_inside(spec)
+
+    def holds_inside(self, spec) -> bool:
+        """:meth:`holds` for a spec whose items are known to be the frozen
+        ones (an entry's key holds their ids): whether it is the same kind
+        of sequence, and its arrays' dtypes and nested lists are as they
+        were."""
+        if type(spec) is not self.kind or self.array.dtype is not self.dtype:
             return False
-        for i, frozen in self.nested:
-            if not frozen.holds(spec[i]):
-                return False
-        for i, dtype in self.dtypes:
-            if spec[i].dtype is not dtype:
-                return False
+        if self.rest is not None:
+            nested, more = self.rest
+            for i, frozen in nested:
+                if not frozen.holds(spec[i]):
+                    return False
+            for x, dtype in more:
+                if x.dtype is not dtype:
+                    return False
         return True
 
 class _Alike:

@@ -204,3 +204,51 @@ def test_a_spec_frozen_sees_changes_in_nested_lists():
     assert frozen.holds(spec)
     a.dtype = np.int64  # the array reinterpreted in place
     assert not frozen.holds(spec)
+
+
+def inline_calls():
+    """name -> (call making its specs anew each time, what it wrote)."""
+    x, y = np.arange(1.0, N + 1), np.zeros(N)
+    a = np.arange(1, N + 1, dtype=np.uint8)
+    g = np.zeros(N, np.int64)
+    return {
+        "Bcast([buf, TYPE])": (lambda c: c.Bcast([a, MPI.BYTE], 0), a),
+        "Allreduce(lists)": (lambda c: c.Allreduce(
+            [x, MPI.DOUBLE], [y, N, MPI.DOUBLE], MPI.SUM), y),
+        "Allgather(IN_PLACE, [buf, count, TYPE])": (lambda c: c.Allgather(
+            MPI.IN_PLACE, [g, N, MPI.INT64_T]), g),
+        "Reduce_scatter(counts list)": (lambda c: c.Reduce_scatter(
+            x, y, [N], MPI.SUM), y),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(inline_calls()))
+def test_a_new_spec_of_the_same_items_is_not_parsed_again(case, parses):
+    """mpi4py's tutorial style, ``comm.Bcast([data, MPI.INT], root=0)``:
+    the list is made anew in every call, holding the same objects."""
+    comm = mpicoll.Comm(SELF)
+    call, out = inline_calls()[case]
+    call(comm)
+    first = parses[0]
+    assert first >= 1
+    call(comm)
+    call(comm)
+    assert parses[0] == first, f"{case}: parsed again"
+    raw_call, raw_out = inline_calls()[case]
+    raw_call(SELF)
+    assert snapshot(out) == snapshot(raw_out)
+    comm.free()
+
+
+def test_a_kept_call_sends_what_it_was_given(parses):
+    """A kept call whose list the caller changes afterwards: a new list
+    holding what the first held runs the first call, not the changed one."""
+    comm = mpicoll.Comm(SELF)
+    x, y = np.arange(1.0, N + 1), np.zeros(N)
+    send, recv = [x, N, MPI.DOUBLE], [y, N, MPI.DOUBLE]
+    comm.Allreduce(send, recv, MPI.SUM)
+    recv[1] = 2  # the kept list now says 2 elements
+    y[:] = 0
+    comm.Allreduce([x, N, MPI.DOUBLE], [y, N, MPI.DOUBLE], MPI.SUM)
+    assert (y == x).all()
+    comm.free()
