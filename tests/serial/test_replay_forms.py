@@ -19,25 +19,13 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
+from compatcases import DLPackOnly
 from mpicoll.api import comm as comm_module
 from mpicoll.api import vector_calls
 from mpicoll.engine.replay import _Frozen
 
 SELF = MPI.COMM_SELF
 N = 8
-
-
-class DLPackOnly:
-    """A buffer reachable only through DLPack."""
-
-    def __init__(self, a):
-        self._a = a
-
-    def __dlpack__(self, **kwargs):
-        return self._a.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self._a.__dlpack_device__()
 
 
 def buffers():
@@ -156,7 +144,7 @@ def snapshot(out):
     if isinstance(out, (list, tuple)):
         out = out[0]
     if isinstance(out, DLPackOnly):
-        out = out._a
+        out = out.array
     return bytes(memoryview(out))
 
 
