@@ -18,7 +18,7 @@ call; each number is the best of 5 runs of 20000 calls. Two rows time
 the nonblocking call waited on at once (mpi4py's and mpicoll's). Three rows
 make new views of the arrays for every call: mpi4py's call on them, and
 mpicoll's native and hand-built calls, which find them alike to the
-earlier call's (:mod:`mpicoll.engine.replay`: no parse; the hand-built
+earlier call's (:mod:`mpicoll.engine.likeness`: no parse; the hand-built
 plan bound again to the new views). Two rows alternate two pairs of
 arrays, as double buffering does: the second pair, alike to the first,
 is run by likeness once and then kept for replay when it comes again

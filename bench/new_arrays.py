@@ -4,7 +4,7 @@
 
 A training loop or a solver often reduces a freshly made array each step
 (a loss, a norm, ``np.array([value])``) rather than the same buffer again.
-mpicoll keeps a blocking call by its *likeness* (:mod:`mpicoll.engine.replay`):
+mpicoll keeps a blocking call by its *likeness* (:mod:`mpicoll.engine.likeness`):
 a later call on new arrays of the same dtype and shape skips the parse,
 native or hand-built (its plan bound again to the new arrays,
 :mod:`mpicoll.engine.rebind`). Per size (8 B to 1 MiB of
@@ -14,7 +14,7 @@ mpicoll's with ``algorithm="native"`` and with ``auto``, and mpicoll's
 ``auto`` on the same two arrays every call for comparison (first at
 each size, so that its first call is parsed and its later ones replayed;
 arrays that first come after their kind was kept run by likeness until
-they come again among the kind's recent calls, :mod:`mpicoll.engine.replay`).
+they come again among the kind's recent calls, :mod:`mpicoll.engine.likeness`).
 Prints the median over rounds of each rank's mean µs per call (the slowest rank's),
 and the ratio to mpi4py's; every result is checked.
 """

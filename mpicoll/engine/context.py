@@ -201,7 +201,7 @@ class Context:
         """``alg``'s host plan compiled on ``send`` and ``recv`` and a
         scratch array of its own, to be bound again to arrays alike to
         them (:class:`~mpicoll.engine.rebind.Rebinding`); not cached
-        here (:mod:`mpicoll.engine.replay` keeps it)."""
+        here (:mod:`mpicoll.engine.likeness` keeps it)."""
         schedule, arrays = self._arrays(alg, count, root, op, send, recv)
         return Rebinding(compile_plan(bind(schedule, arrays, op)), send,
                          recv)

@@ -63,7 +63,8 @@ from mpicoll.select.policy import (
     environment_rules,
 )
 from mpicoll.engine.persistent import PERSISTENT, prepare
-from mpicoll.engine.replay import Replays, Rerun, spec_copy
+from mpicoll.engine.likeness import Rerun
+from mpicoll.engine.replay import Replays, spec_copy
 from mpicoll.guard.watchdog import Watchdog
 from mpicoll.engine.work import RequestWork, ScheduleWork, Work, then
 
@@ -200,9 +201,8 @@ class Engine(Replays, Choosing):
         if remember:
             self._remember(self._replays, call.memo, then(make, finish))
             if given is not None and finish is None:
-                self._remember_alike(call.memo,
-                                     getattr(self.ctx.comm, given[0]),
-                                     given[1])
+                self.remember(call.memo, getattr(self.ctx.comm, given[0]),
+                              given[1])
         if finish is not None:
             finish()
         return None
@@ -233,7 +233,7 @@ class Engine(Replays, Choosing):
             self._remember(self._replays, call.memo,
                            then(then(call.stage, run_steps), finish))
             if finish is None and call.stage is None:
-                self._remember_alike(call.memo, Rerun(
+                self.remember(call.memo, Rerun(
                     self.ctx, alg, call.count, call.root, call.op),
                     (call.send, call.recv), flat=True)
         if finish is not None:

@@ -2,7 +2,7 @@
 
 A blocking hand-built call on *new* arrays alike to an earlier call's
 (same dtype and length, in place or not as before, send and receive not
-overlapping: :mod:`mpicoll.engine.replay` checks that) runs the same schedule on
+overlapping: :mod:`mpicoll.engine.likeness` checks that) runs the same schedule on
 other memory. Binding it anew (:func:`~mpicoll.schedule.bind.bind` and
 :func:`~mpicoll.engine.executor.compile_plan`: every span sliced, checked
 for overlap and turned into a message) costs microseconds, as much as a

@@ -376,7 +376,7 @@ def outcome(call, comm):
 
 def test_calls_on_new_arrays_alike_to_an_earlier_one(comm):
     """A native call on new arrays alike to an earlier call's (same dtype
-    and shape, plain, contiguous, writeable: mpicoll.engine.replay) makes the
+    and shape, plain, contiguous, writeable: mpicoll.engine.likeness) makes the
     library's call at once; its results follow the new arrays, and a call
     that differs in any way the full parse looks at (overlap, read-only
     or strided output, dtype, op, the same array twice) gives what a

@@ -7,7 +7,7 @@ layout: the plan compiled on arrays A, rebound to new arrays B, must send
 and receive the same bytes (address and length) from the same peers and
 run the same local steps on the same memory as the plan compiled on B
 directly. This is what lets a blocking hand-built call on new arrays alike
-to an earlier one skip binding (:mod:`mpicoll.engine.replay`).
+to an earlier one skip binding (:mod:`mpicoll.engine.likeness`).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def test_a_plan_that_cannot_be_followed_is_refused():
 @pytest.mark.parametrize("collective,name", HAND_BUILT)
 def test_a_rebinding_holds_no_reference_to_its_arrays(collective, name):
     """The arrays a rebinding was made on are freed when the caller drops
-    them (mpicoll.engine.replay keeps rebindings, not the arrays of the calls it
+    them (mpicoll.engine.likeness keeps rebindings, not the arrays of the calls it
     ran by their likeness)."""
     alg = lookup(collective, name)
     row = COLLECTIVES[collective]

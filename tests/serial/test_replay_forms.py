@@ -166,7 +166,9 @@ def test_a_repeated_call_is_not_parsed_again(case, parses):
 
 def test_a_changed_spec_is_parsed_again(parses):
     comm = mpicoll.Comm(SELF)
-    a, b = np.arange(N, dtype=np.uint8), np.arange(N, dtype=np.uint8)
+    a = np.arange(N, dtype=np.uint8)
+    b = np.arange(2 * N, dtype=np.uint8)  # not alike a: parsed, not run
+    # by its likeness (mpicoll.engine.likeness)
     spec = [a, N, MPI.BYTE]
     for _ in range(2):
         comm.Bcast(spec, 0)
@@ -239,4 +241,73 @@ def test_a_kept_call_sends_what_it_was_given(parses):
     y[:] = 0
     comm.Allreduce([x, N, MPI.DOUBLE], [y, N, MPI.DOUBLE], MPI.SUM)
     assert (y == x).all()
+    comm.free()
+
+
+def alike_calls():
+    """name -> a function making (a call on new objects each time, what
+    it wrote): every buffer kind, bare and in a spec, made anew per call
+    (mpicoll.engine.likeness)."""
+    data = bytes(range(1, N + 1))
+    makers = {
+        "ndarray": lambda: np.frombuffer(data, np.uint8).copy(),
+        "bytearray": lambda: bytearray(data),
+        "memoryview": lambda: memoryview(bytearray(data)),
+        "mmap": lambda: _mmap(data),
+        "array": lambda: array.array("B", data),
+    }
+    cases = {}
+    for kind, make in makers.items():
+        cases[f"Bcast buf {kind}"] = lambda m=make: (
+            lambda c: c.Bcast(m(), 0))
+        cases[f"Bcast [buf, count, TYPE] {kind}"] = lambda m=make: (
+            lambda c: c.Bcast([m(), N, MPI.BYTE], 0))
+    x = np.arange(1.0, 2 * N + 1)
+    cases["Allreduce new views"] = lambda: (
+        lambda c: c.Allreduce(x[:N], np.zeros(N), MPI.SUM))
+    cases["Allreduce [buf, TYPE] new arrays"] = lambda: (
+        lambda c: c.Allreduce([x[:N].copy(), MPI.DOUBLE],
+                              [np.zeros(N), MPI.DOUBLE], MPI.SUM))
+    cases["Allgather new bytearrays"] = lambda: (
+        lambda c: c.Allgather(bytearray(data), bytearray(N)))
+    return cases
+
+
+def _mmap(data: bytes) -> mmap.mmap:
+    m = mmap.mmap(-1, len(data))
+    m[:] = data
+    return m
+
+
+@pytest.mark.parametrize("case", sorted(alike_calls()))
+def test_a_call_on_new_objects_alike_is_not_parsed(case, parses):
+    """A call on new objects of the same kind and size as a kept call's
+    runs by its likeness: mpi4py's own call on the new objects, no parse."""
+    comm = mpicoll.Comm(SELF)
+    call = alike_calls()[case]()
+    call(comm)
+    first = parses[0]
+    assert first >= 1
+    call(comm)
+    call(comm)
+    assert parses[0] == first, f"{case}: parsed again on new objects"
+    comm.free()
+
+
+def test_new_objects_alike_but_refused_take_the_full_path(parses):
+    """Alike in kind and size but not usable: a strided view (mpi4py
+    refuses it), send and receive at the same address. Each is parsed,
+    and raises what the raw communicator raises (mpicoll's error is a
+    subclass)."""
+    comm = mpicoll.Comm(SELF)
+    x = np.zeros(2 * N)
+    comm.Allreduce(x[:N], np.zeros(N), MPI.SUM)  # kept by likeness
+    seen = parses[0]
+    for send, recv in ((x[::2], np.zeros(N)),  # strided
+                       (x[:N], x[:N])):  # aliased
+        with pytest.raises(Exception) as raw:
+            SELF.Allreduce(send, recv, MPI.SUM)
+        with pytest.raises(type(raw.value)):
+            comm.Allreduce(send, recv, MPI.SUM)
+    assert parses[0] > seen
     comm.free()

@@ -1,0 +1,300 @@
+"""Calls on new objects alike to an earlier call's: run without a parse.
+
+A blocking call kept by its *likeness* (:meth:`Likeness.remember`) runs
+again on any later arguments with the same :func:`likeness`: the same
+face method and ``algorithm=``, the same non-buffer arguments (op, root,
+``MPI.IN_PLACE``, datatypes, counts), and buffers of the same kind and
+size (a NumPy array's dtype and shape; a ``bytearray``'s, ``bytes``'s or
+``mmap``'s length; a ``memoryview``'s format and size; an
+``array.array``'s typecode and length), in the same message specs
+(``[buf, count, TYPE]``, ``[buf, (count, displ), TYPE]``, ...). Such a
+call parses, checks and chooses exactly as the kept one did, except for
+what only the new memory can tell, which is checked here: whether send
+and receive buffers overlap, and for a hand-built call whether its arrays
+are C-contiguous and writeable. Device buffers and objects mpicoll does
+not know have no likeness.
+
+What it runs:
+
+- a call ``auto`` sent to the MPI library makes mpi4py's own call with the
+  caller's new arguments, as the raw communicator would (mpi4py parses
+  them, in C). If mpi4py refuses them (a ``TypeError``, ``ValueError`` or
+  ``BufferError`` raised before any message moves: a non-contiguous view,
+  a read-only receive buffer), the call takes the full path instead,
+  whose error names the rank and the call;
+- a hand-built call on plain NumPy arrays (:class:`Rerun`) binds the
+  algorithm's plan again to the new arrays
+  (:class:`~mpicoll.engine.rebind.Rebinding`, on scratch of its own) and
+  runs it.
+
+Only calls whose parse moves no message are kept (those that exchange
+counts are never kept), so a rank that skips the parse cannot leave its
+peers waiting. A call run by its likeness holds nothing of its buffers
+(holding them until the next call would keep the allocator from reusing
+their memory for the next call's new arrays: at 512 KiB that made such
+calls 3x slower in ``bench/new_arrays.py``). A :class:`Rerun` remembers
+the arrays of its last :data:`RECENT` calls weakly: when the very same
+arrays come again (a second pair of buffers used in turn with the first,
+double buffering), that call takes the full path and is kept for replay
+(:mod:`mpicoll.engine.replay`), which costs less than binding again.
+
+Cost, at one rank (``bench/call_overhead.py``, the new-views rows; and
+``bench/wrap_cost.py forms``, the "new" column): the likeness of a call's
+arguments is a few tuples and one dict lookup, about 0.5-1 us, against
+10-30 us for a full parse.
+"""
+
+from __future__ import annotations
+
+import array
+import mmap
+import weakref
+from operator import itemgetter
+from typing import Callable
+
+import numpy as np
+from mpi4py import MPI
+
+from mpicoll.device.memory import address
+from mpicoll.engine.executor import run
+
+KINDS = 32  # calls kept by likeness per engine
+RECENT = 16  # arrays of a Rerun's last calls, remembered weakly
+REFUSED = (TypeError, ValueError, BufferError, KeyError, OverflowError)
+# what mpi4py raises while parsing arguments, before any message moves
+
+_SIZED = frozenset((bytearray, bytes, mmap.mmap))  # format "B", len bytes
+_BUFFERS = _SIZED | {np.ndarray, memoryview, array.array}
+_PLAIN = frozenset((MPI.Op, MPI.Datatype, type(MPI.IN_PLACE),
+                    type(MPI.BOTTOM), type(None)))  # compared by identity
+
+
+def likeness(obj):
+    """What a call's parse and choice read of ``obj`` (a memo argument),
+    as a hashable value: an ``int`` or ``str`` itself; a buffer's kind and
+    size; a message spec's likeness item by item; a plain argument (op,
+    datatype, ``MPI.IN_PLACE``, None) by identity (its id: these are
+    long-lived objects; :class:`Likeness` holds them); None for anything
+    else (no likeness: a device buffer, an unknown object)."""
+    t = type(obj)
+    if t is int or t is str:
+        return obj
+    if t is np.ndarray:
+        return t, obj.dtype, obj.shape
+    if t in _PLAIN:
+        return id(obj)
+    if t is list or t is tuple:
+        parts = [t]
+        for item in obj:
+            part = likeness(item)
+            if part is None:
+                return None
+            parts.append(part)
+        return tuple(parts)
+    if t in _SIZED:
+        return t, len(obj)
+    if t is memoryview:
+        try:
+            return t, obj.format, obj.nbytes
+        except ValueError:  # released
+            return None
+    if t is array.array:
+        return t, obj.typecode, len(obj)
+    return None
+
+
+def _plain_parts(obj, into: list) -> None:
+    """The plain objects (see :func:`likeness`) in ``obj``, into ``into``."""
+    if type(obj) is list or type(obj) is tuple:
+        for item in obj:
+            _plain_parts(item, into)
+    elif type(obj) in _PLAIN:
+        into.append(obj)
+
+
+def _buffer(obj):
+    """The buffer object of a memo argument (a message spec's first item),
+    or None where it has none (``MPI.IN_PLACE``, None, an op, a root)."""
+    if type(obj) is list or type(obj) is tuple:
+        obj = obj[0] if obj else None
+    return obj if type(obj) in _BUFFERS else None
+
+
+class Likeness:
+    """The engine's table of blocking calls kept by likeness."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[tuple, _Alike] = {}
+
+    def alike(self, name, algorithm, buf, a, b, c) -> bool:
+        """Run this call if one alike to it was kept; False if it must take
+        the full path (nothing has moved)."""
+        kinds = self._kinds
+        if not kinds:
+            return False
+        key = (name, algorithm, likeness(buf), likeness(a), likeness(b),
+               likeness(c))
+        kept = kinds.get(key)
+        return kept is not None and kept.made((buf, a, b, c))
+
+    def remember(self, memo, call: Callable, args: tuple,
+                 flat: bool = False) -> None:
+        """Keep a blocking call that made ``call(*args)`` by the likeness
+        of its ``memo`` ``(name, algorithm, buf, a, b, c)``: the library's
+        call (``args``: the caller's own arguments to mpi4py, each a memo
+        object) or, ``flat``, a :class:`Rerun` (``args`` are the call's
+        ``send`` and ``recv``, each the whole of a memo array, flattened;
+        every memo buffer must then be a C-contiguous writeable NumPy
+        array)."""
+        name, algorithm, *objects = memo
+        parts = [likeness(obj) for obj in objects]
+        if any(part is None for part in parts):
+            return
+        buffers = [i for i, obj in enumerate(objects)
+                   if _buffer(obj) is not None]
+        if flat and not all(_plain_array(objects[i]) for i in buffers):
+            return
+        slots = []
+        for arg in args:
+            where = [i for i, obj in enumerate(objects) if obj is arg]
+            if flat:
+                where = where or [i for i in buffers
+                                  if _whole(objects[i], arg)]
+                if not where:
+                    return  # a part of a buffer (or scratch)
+                slots.append((where[0], objects[where[0]].ndim != 1))
+            elif where:
+                slots.append(where[0])
+            else:
+                return  # not the caller's own argument: cannot follow
+        held: list = []
+        for obj in objects:
+            _plain_parts(obj, held)
+        key = (name, algorithm, *parts)
+        kept = self._kinds.get(key)
+        if kept is not None and kept.slots == tuple(slots) and \
+                _same_call(kept.call, call):
+            return  # the same call: keep it, its rebinding and its recent
+        if len(self._kinds) >= KINDS and key not in self._kinds:
+            del self._kinds[next(iter(self._kinds))]  # the oldest
+        self._kinds[key] = _Alike(call, tuple(slots), flat,
+                                  tuple(buffers) if len(buffers) == 2
+                                  else None, tuple(held))
+
+    def forget(self) -> None:
+        self._kinds.clear()
+
+
+class _Alike:
+    """One kept call: what it calls (mpi4py's method on the private
+    communicator, or a :class:`Rerun`), the memo position of each of its
+    arguments (``flat``: ``(position, reshape)`` of its send and receive
+    arrays), the memo positions of its send and receive buffers where it
+    has two (checked for overlap), and the plain objects whose ids its key
+    holds. A :class:`Rerun`'s ``recent`` holds weak references to the
+    arrays of its last :data:`RECENT` calls, by the id of the first."""
+
+    __slots__ = ("call", "flat", "held", "one", "pair", "pick", "recent",
+                 "slots")
+
+    def __init__(self, call, slots, flat, pair, held) -> None:
+        self.call, self.slots, self.flat, self.pair, self.held = \
+            call, slots, flat, pair, held
+        self.pick = itemgetter(*slots) if slots and not flat else _none
+        self.one = len(slots) == 1
+        self.recent: dict[int, tuple] = {}
+
+    def made(self, objects: tuple) -> bool:
+        """Make the call on ``objects`` (the memo's ``buf, a, b, c``);
+        False if it must take the full path instead: buffers that
+        overlap, mpi4py refusing the arguments, or a :class:`Rerun`'s
+        arrays that are not C-contiguous and writeable or that are the
+        very arrays of one of its last calls."""
+        if self.pair is not None:
+            x, y = (_buffer(objects[i]) for i in self.pair)
+            try:
+                x, y = MPI.buffer(x), MPI.buffer(y)
+            except REFUSED:
+                return False
+            lo, hi = x.address, y.address
+            if lo < hi + y.nbytes and hi < lo + x.nbytes:
+                return False  # overlap (the full parse says why)
+        if self.flat:
+            return self._rerun(objects)
+        try:
+            if self.one:
+                self.call(self.pick(objects))
+            else:
+                self.call(*self.pick(objects))
+        except REFUSED:
+            return False
+        return True
+
+    def _rerun(self, objects: tuple) -> bool:
+        arrays = [objects[i] for i, _ in self.slots]
+        for x in arrays:
+            if not _plain_array(x):
+                return False
+        recent = self.recent
+        key = id(arrays[0])
+        refs = recent.get(key)
+        if refs is not None and all(ref() is x
+                                    for ref, x in zip(refs, arrays)):
+            return False  # the same arrays again: kept by the full path
+        if len(recent) >= RECENT:
+            del recent[next(iter(recent))]  # the oldest
+        recent[key] = tuple([weakref.ref(x) for x in arrays])
+        self.call(*[x.reshape(-1) if reshape else x
+                    for x, (_, reshape) in zip(arrays, self.slots)])
+        return True
+
+
+class Rerun:
+    """A hand-built blocking call kept by its likeness: ``alg``'s plan
+    (``count``, ``root``, ``op`` as the call had them) bound again to each
+    alike call's ``send`` and ``recv``
+    (:class:`~mpicoll.engine.rebind.Rebinding`, made on the first such
+    call, on scratch of its own) and run on the next tag."""
+
+    __slots__ = ("ctx", "plan", "rebinding")
+
+    def __init__(self, ctx, alg, count, root, op) -> None:
+        self.ctx = ctx
+        self.plan = (alg, count, root, op)
+        self.rebinding = None
+
+    def __call__(self, send: np.ndarray, recv: np.ndarray) -> None:
+        ctx = self.ctx
+        rebinding = self.rebinding
+        if rebinding is None:
+            rebinding = self.rebinding = ctx.rebinding(*self.plan, send,
+                                                       recv)
+        run(rebinding.bind(send, recv), ctx.comm, ctx.next_tag())
+
+
+def _none(objects: tuple) -> tuple:
+    """No arguments (a call without buffers: ``Barrier``)."""
+    return ()
+
+
+def _same_call(x: Callable, y: Callable) -> bool:
+    """Whether two kept calls make the same call: the same library
+    method, or a :class:`Rerun` of the same plan."""
+    if type(x) is Rerun and type(y) is Rerun:
+        return x.plan == y.plan
+    return x == y
+
+
+def _plain_array(x) -> bool:
+    """A host NumPy array a plan can be bound to again."""
+    if type(x) is not np.ndarray or x.dtype.hasobject:
+        return False
+    flags = x.flags
+    return flags.c_contiguous and flags.writeable
+
+
+def _whole(obj, view) -> bool:
+    """Whether the flat ``view`` is all of the array ``obj``."""
+    return type(obj) is np.ndarray and type(view) is np.ndarray and \
+        obj.dtype == view.dtype and obj.nbytes == view.nbytes and \
+        view.ndim == 1 and address(obj) == address(view)
