@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from functools import partial
 
-import numpy as np
 from mpi4py import MPI
 
-from mpicoll.args.vectors import vector_buffer
+from mpicoll.args.vectors import packed_displs, vector_buffer
 from mpicoll.device.cuda import copyto
 from mpicoll.args.checks import (
     check_alias,
@@ -98,7 +97,7 @@ class VectorCalls:
                            blocks=self._engine.size, where=where)
         if v.derived:
             return _PackedBlocks(v), v.obj
-        displs = None if v.displs == _packed(v.counts) else v.displs
+        displs = None if v.displs == packed_displs(v.counts) else v.displs
         return vector_buffer(v.array, v.counts, displs, receiving=receiving,
                              what=what, where=where), v.obj
 
@@ -316,11 +315,6 @@ def _counts(counts, size: int, where: dict) -> tuple:
     return values
 
 
-def _packed(counts) -> tuple:
-    """The displacements of blocks back to back."""
-    return tuple(int(d) for d in np.cumsum((0, *counts[:-1])))
-
-
 class _PackedBlocks:
     """A derived datatype's vector message as schedules see it: every
     block packed (MPI ``Pack``) back to back in scratch of the datatype's
@@ -334,7 +328,7 @@ class _PackedBlocks:
         self.array = self.flat = pack(v)
         scale = self.array.size // max(sum(v.counts), 1)
         self.counts = tuple(n * scale for n in v.counts)
-        self.displs = _packed(self.counts)
+        self.displs = packed_displs(self.counts)
 
     def pack(self, ranks=None) -> None:
         """Pack every block again (packed when made; the caller's buffer

@@ -37,6 +37,7 @@ from mpi4py import MPI
 from mpi4py.util import dtlib
 
 from mpicoll.errors import MpicollError, PendingMPIError, spec_error
+from mpicoll.args.vectors import packed_displs
 from mpicoll.args.getbuffer import (BYTE_FMT, Export, as_c, buffer_bytes,
                                get_buffer, is_buffer, is_cai, is_dlpack,
                                is_integral)
@@ -280,7 +281,7 @@ def _vector(spec, readonly, blocks):
     else:
         counts = _chkarray(o_counts, blocks)
     if o_displs is None:
-        displs = tuple(sum(counts[:i]) for i in range(blocks))
+        displs = packed_displs(counts)
     elif is_integral(o_displs):
         step = as_c(o_displs)
         displs = tuple(step * i for i in range(blocks))

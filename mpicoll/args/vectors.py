@@ -10,6 +10,8 @@ the displacements are not the packed ones.
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 import numpy as np
 
 from mpicoll.device.cuda import copyto, empty_like
@@ -31,7 +33,7 @@ class VectorBuffer:
         self.flat = flat
         self.counts = tuple(counts)
         self.staged = displs is not None
-        self.starts = tuple(np.cumsum((0, *self.counts[:-1]), dtype=int))
+        self.starts = packed_displs(self.counts)
         self.displs = tuple(displs) if self.staged else self.starts
         total = sum(self.counts)
         self.array = empty_like(flat, total) if self.staged \
@@ -55,6 +57,11 @@ class VectorBuffer:
                 copyto(mine, packed)
 
 
+def packed_displs(counts) -> tuple:
+    """The displacements of blocks of ``counts`` back to back."""
+    return tuple(accumulate(counts[:-1], initial=0)) if counts else ()
+
+
 def vector_buffer(flat: np.ndarray, counts, displs, *, receiving: bool,
                   what: str, where: dict) -> VectorBuffer:
     """Check ``displs`` (None or the packed ones: no staging) against
@@ -70,7 +77,7 @@ def vector_buffer(flat: np.ndarray, counts, displs, *, receiving: bool,
         if len(displs) != len(counts) or min(displs, default=0) < 0:
             raise fail(f"displacements must be {len(counts)} non-negative "
                        f"offsets, got {list(displs)}")
-        if displs == tuple(np.cumsum((0, *counts[:-1]), dtype=int)):
+        if displs == packed_displs(counts):
             displs = None
     ends = [d + n for d, n in zip(displs or (), counts)]
     need = max(ends, default=0) if displs is not None else sum(counts)

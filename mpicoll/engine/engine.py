@@ -181,15 +181,16 @@ class Engine(Replays, Choosing):
         the library's call on the parsed views. Remembered for replay
         unless an ``MPI.Op`` was lent to a Python callable for it."""
         given, finish = call.given, call.finish
-        lent = None
-        if given is None:
+        if given is not None:
+            lent = None
+            make = self.prepared(given[0], async_op, *given[1],
+                                 kept=call.memo is not None)
+        else:
             make, lent = self.native_call(call, async_op)
             if call.unstage is not None:
                 finish = then(call.unstage, finish)
             if lent is not None:  # freed once the call is complete
                 finish = then(lent.Free, finish)
-        else:
-            make = self.prepared(given[0], async_op, *given[1])
         remember = call.memo is not None and lent is None
         if async_op:
             start = partial(RequestWork, self.where_alg(call, alg), make,
@@ -400,18 +401,21 @@ class Engine(Replays, Choosing):
             finish()
         return None
 
-    def prepared(self, name: str, nonblocking: bool, *args) -> partial:
+    def prepared(self, name: str, nonblocking: bool, *args,
+                 kept: bool = True) -> partial:
         """The private communicator's call ``name`` (mpi4py's name, or its
-        ``I`` or ``_init`` twin) with ``args`` bound, not yet made: a
-        replayed call makes it directly, so arrays are bound as
-        :func:`~mpicoll.args.message.named` messages, and message specs
-        as copies (:func:`~mpicoll.engine.replay.spec_copy`)."""
+        ``I`` or ``_init`` twin) with ``args`` bound, not yet made. A call
+        ``kept`` for replay is made directly again, so arrays are bound
+        as :func:`~mpicoll.args.message.named` messages, and message
+        specs as copies (:func:`~mpicoll.engine.replay.spec_copy`);
+        otherwise ``args`` are bound as they are."""
         if nonblocking is PERSISTENT:
             name += "_init"
         elif nonblocking:
             name = "I" + name[0].lower() + name[1:]
-        return partial(getattr(self.ctx.comm, name),
-                       *[named(spec_copy(arg)) for arg in args])
+        if kept:
+            args = [named(spec_copy(arg)) for arg in args]
+        return partial(getattr(self.ctx.comm, name), *args)
 
     def _run_steps(self, steps) -> None:
         run(steps, self.ctx.comm, self.ctx.next_tag())
@@ -419,7 +423,8 @@ class Engine(Replays, Choosing):
     # ----------------------------------------------------------- agreeing
 
     def agree(self, collective: str, mine, theirs_from=None, root: int = 0):
-        """Every rank's ``mine`` and, from ``root``, ``theirs_from``: one
+        """Every rank's ``mine`` and, from ``root``, ``theirs_from``
+        (counts: :func:`~mpicoll.guard.exchange.allgather_counts`): one
         small allgather on the private communicator, so that all ranks see
         the same counts and reach the same verdict on them (a count error
         raised on one rank alone would leave the others waiting in the
@@ -429,10 +434,14 @@ class Engine(Replays, Choosing):
             check_mode.verify(self.ctx.comm, active,
                          {"stage": "counts", "collective": collective}, None,
                          self.complete, self.where(collective))
-        rows = exchange.allgather(self.ctx.comm, (mine, theirs_from),
-                                  self.complete)
+        rows = exchange.allgather_counts(
+            self.ctx.comm, mine, theirs_from,
+            None if self.watchdog is None else self.complete)
         if active is not None:  # messages moved: a later error must meet
             active.open = True  # the peers at the collective's exchange
+        self.disagree(collective, [
+            f"rank {q} has more counts than the communicator has ranks"
+            for q, row in enumerate(rows) if row is None])
         return [m for m, _ in rows], rows[root][1]
 
     def disagree(self, collective: str, bad) -> None:

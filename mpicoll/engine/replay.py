@@ -181,9 +181,14 @@ def spec_copy(obj):
     too) holding the same items: what a kept native call passes mpi4py,
     so that a later change to the caller's list, which makes the call
     parsed again, cannot change what a kept entry sends."""
-    if type(obj) is list or type(obj) is tuple:
-        return type(obj)(spec_copy(x) for x in obj)
+    kind = type(obj)
+    if kind is list or kind is tuple:
+        return kind([spec_copy(x) if type(x) in _SEQUENCES else x
+                     for x in obj])
     return obj
+
+
+_SEQUENCES = (list, tuple)
 
 
 class _Specs:

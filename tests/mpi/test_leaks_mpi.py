@@ -60,6 +60,7 @@ import mpicoll.errors
 import mpicoll.args.message
 import mpicoll.args.mpi_ops
 import mpicoll.args.checks
+import mpicoll.engine.likeness
 import mpicoll.engine.progress
 import mpicoll.engine.replay
 from mpicoll import ProcessGroup as PG
@@ -119,8 +120,9 @@ LIVE_SLACK = 2
 # Distinct sizes and operations: a cache of what a call chose or converted
 # must not hold one entry per distinct size (or op) forever; after
 # DISTINCT kinds of call, none may hold more than CACHE_BOUND entries
-# (the engine keeps REPLAYS=32 replays, the context PLANS=16 plans; 1,024
-# is a generous bound for a choice cache, ~0.5 MB per communicator).
+# (the engine keeps REPLAYS=32 replays and KINDS=32 likenesses, the
+# context PLANS=16 plans; 1,024 is a generous bound for a choice cache,
+# ~0.5 MB per communicator).
 DISTINCT = 2_048
 CACHE_BOUND = 1_024
 HELD_BOUND = 16  # mpicoll.device.rules._held entries (see caches())
@@ -216,8 +218,8 @@ def caches(comm) -> dict[str, tuple[int, int | None]]:
                             min(mpicoll.select.choices.CHOICES, CACHE_BOUND)),
         "engine._replays": (len(engine._replays),
                             min(mpicoll.engine.replay.REPLAYS, CACHE_BOUND)),
-        "engine._alike": (len(engine._alike),
-                          min(mpicoll.engine.replay.REPLAYS, CACHE_BOUND)),
+        "engine._kinds": (len(engine._kinds),
+                          min(mpicoll.engine.likeness.KINDS, CACHE_BOUND)),
         "engine._restarts": (len(engine._restarts),
                              min(mpicoll.engine.replay.REPLAYS, CACHE_BOUND)),
         "context._plans": (len(ctx._plans),

@@ -1,0 +1,51 @@
+"""Tier 1: the counts exchange of the v-collectives, on one rank.
+
+:func:`mpicoll.guard.exchange.allgather_counts` gives back every rank's
+counts as tuples of Python ints, and None for a row that does not fit or
+is not counts, never a wrong row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from mpicoll.guard import exchange
+
+
+@pytest.mark.parametrize("mine,theirs,want", [
+    (5, None, (5, None)),
+    (np.int32(0), (3,), (0, (3,))),
+    ((7,), None, ((7,), None)),
+    ([np.int64(2)], [4], ((2,), (4,))),
+    (((1,), (2,)), None, (((1,), (2,)), None)),
+    (((0,), ()), (9,), (((0,), ()), (9,))),
+    ((), None, ((), None)),
+    ((1, 2, 3), None, ((1, 2, 3), None)),  # 3p ints fit
+])
+def test_counts_come_back_as_given(mine, theirs, want):
+    got = exchange.allgather_counts(MPI.COMM_SELF, mine, theirs)
+    assert got == [want]
+    assert all(type(n) is int for n in _ints(got))
+
+
+@pytest.mark.parametrize("mine,theirs", [
+    ((1, 2, 3, 4), None),  # more than 3p ints
+    (((1, 2), (3,)), (5,)),
+    ("12", None),
+    (((1,), (2,), (3,)), None),
+    ((1.5,), None),
+    (1, "3"),
+    (2 ** 70, None),
+])
+def test_what_does_not_fit_comes_back_as_none(mine, theirs):
+    assert exchange.allgather_counts(MPI.COMM_SELF, mine, theirs) == [None]
+
+
+def _ints(obj):
+    if isinstance(obj, (tuple, list)):
+        for item in obj:
+            yield from _ints(item)
+    elif obj is not None:
+        yield obj
