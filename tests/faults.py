@@ -10,6 +10,8 @@ A rank that raised exits with status 3. Scenarios:
 - ``kill``: rank 1 SIGKILLs itself during large hand-built allreduces;
 - ``stop``: rank 1 SIGSTOPs itself before an allreduce;
 - ``op``: a user op raises on rank 1 inside a hand-built allreduce;
+- ``first``: rank 1 skips the first collective on a new communicator
+  (its wrapper's first call makes mpicoll's private duplicate);
 - ``split``: the world split by ``rank % 2``; rank 1 skips a collective
   of its half (ranks 1, 3, ...), whose other ranks time out, while the
   even half makes 50 allreduces undisturbed (run it on 4 ranks).
@@ -49,6 +51,14 @@ def main(scenario: str, timeout: float, action: str) -> int:
                 time.sleep(2 * timeout + 3)
             else:
                 comm.Allreduce(x, y, MPI.SUM)
+        elif scenario == "first":
+            new = mpicoll.Comm(world.Dup(), timeout=timeout,
+                               on_timeout=action)
+            start = time.monotonic()
+            if rank == 1:
+                time.sleep(2 * timeout + 3)
+            else:
+                new.Allreduce(x, y, MPI.SUM)
         elif scenario == "kill":
             big = np.ones(1 << 21, np.float32)
             out = np.empty_like(big)

@@ -30,7 +30,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll.api.calls import CallBuilder, owners_of
-from mpicoll.engine.context import forget
+from mpicoll.api.children import Children, constructors, mpi4py_class_of
 from mpicoll.device.cuda import copyto
 from mpicoll.collectives import COLLECTIVES
 from mpicoll.engine.engine import Call, Engine, Settings
@@ -54,7 +54,7 @@ IN_PLACE = MPI.IN_PLACE
 
 
 class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
-           PointToPoint, Groups, MPI.Intracomm):
+           PointToPoint, Groups, Children, MPI.Intracomm):
     """``comm`` (default ``MPI.COMM_WORLD``) with mpicoll's collectives.
 
     Not collective to create, as ``MPI.Intracomm(comm)`` is not; the
@@ -80,20 +80,10 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
         if not isinstance(comm, MPI.Intracomm):
             raise TypeError(f"mpicoll.Comm wraps an MPI.Intracomm, "
                             f"got {type(comm).__name__}")
-        if cls is Comm:  # keep the topology's methods (Get_coords, ...)
-            for topology, with_topology in _WITH_TOPOLOGY.items():
-                if isinstance(comm, topology):
-                    cls = with_topology
         # Read now, so that a bad setting fails here (local, not collective).
         settings = Settings.from_environment(
             comm.Get_rank(), guard_settings(check, timeout, on_timeout))
-        if settings.guard.on:
-            cls = guarded_class(cls, METHODS)
-        mpi4py_class = next(k for k in cls.__mro__
-                            if k.__module__ == "mpi4py.MPI")
-        self = mpi4py_class.__new__(cls, comm)
-        self._settings = settings
-        return self
+        return _wrapped(cls, comm, settings)
 
     def __init__(self, comm: MPI.Comm | None = None, *, check=None,
                  timeout=None, on_timeout=None) -> None:
@@ -101,15 +91,16 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
 
     guarded = False  # a guarded subclass (mpicoll.guard.guarded) says True
 
-    def _derived(self, mpi: MPI.Intracomm) -> Comm:
+    def _derived(self, mpi: MPI.Intracomm, now: bool = True):
         """A ``Comm`` of ``mpi`` (made from this one by a collective call
-        of its ranks), guarded as this is. A guarded one makes its private
-        duplicate now, while every rank is here, so that its first
+        of its ranks) with this one's settings, guarded as this is;
+        ``MPI.COMM_NULL`` as it is. A guarded one makes its private
+        duplicate ``now``, while every rank is here, so that its first
         collective call is bounded by the deadline as every later one."""
-        guard = self._settings.guard
-        comm = Comm(mpi, check=guard.check, timeout=guard.timeout,
-                    on_timeout=guard.on_timeout)
-        if guard.on:
+        if mpi == MPI.COMM_NULL:
+            return mpi
+        comm = _wrapped(Comm, mpi, self._settings)
+        if now and self._settings.guard.on:
             comm._engine  # noqa: B018 (collective: the private Dup)
         return comm
 
@@ -136,30 +127,6 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
 
     def __repr__(self) -> str:
         return f"<mpicoll.Comm of {MPI.Intracomm(self)!r}>"
-
-    def Free(self) -> None:
-        """Free the private duplicate, then the communicator (collective)."""
-        self._release()
-        super().Free()
-
-    def free(self) -> None:
-        """Release the private duplicate, then mpi4py's ``free``: the
-        communicator is freed unless it is null or predefined (collective
-        when mpicoll made a duplicate)."""
-        self._release()
-        super().free()
-
-    def _release(self) -> None:
-        """Drop this object's engine; free the private duplicate unless
-        the handle is null or predefined (mpi4py's ``free`` leaves those,
-        and every other wrapper of ``COMM_WORLD`` shares the duplicate)."""
-        engine = self.__dict__.pop("_engine", None)
-        self.__dict__.pop("_replayed", None)
-        self.__dict__.pop("_restarted", None)
-        if engine is not None:
-            engine.forget_replays()
-        if self not in (MPI.COMM_NULL, MPI.COMM_WORLD, MPI.COMM_SELF):
-            forget(self)
 
     def explain(self, collective: str, *, count: int = 1, dtype="float64",
                 op="sum", algorithm: str = "auto", inplace: bool = False,
@@ -518,11 +485,25 @@ METHODS = {name: row.name for row in COLLECTIVES.values()
 def _topology_class(mpi4py_class):
     return type(mpi4py_class.__name__, (mpi4py_class, Comm), {
         "__doc__": f"mpicoll.Comm of an MPI.{mpi4py_class.__name__}.",
-        "__module__": __name__})
+        "__module__": __name__, **constructors(mpi4py_class, own=True)})
 
 
 _WITH_TOPOLOGY = {k: _topology_class(k) for k in (
     MPI.Cartcomm, MPI.Graphcomm, MPI.Distgraphcomm)}
+
+
+def _wrapped(cls: type, comm: MPI.Intracomm, settings: Settings) -> Comm:
+    """``cls`` (``Comm`` or a subclass) of ``comm``'s handle: the class of
+    its topology, guarded as ``settings`` say."""
+    if cls is Comm:  # keep the topology's methods (Get_coords, ...)
+        for topology, with_topology in _WITH_TOPOLOGY.items():
+            if isinstance(comm, topology):
+                cls = with_topology
+    if settings.guard.on:
+        cls = guarded_class(cls, METHODS)
+    self = mpi4py_class_of(cls).__new__(cls, comm)
+    self._settings = settings
+    return self
 
 
 def _memo(memo, *messages):

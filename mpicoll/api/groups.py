@@ -9,9 +9,10 @@ arguments are valid: a bad argument on one rank raises the same error on
 every rank instead of leaving the others blocked in MPI's ``Split``.
 
 :class:`Groups` is a mixin of :class:`mpicoll.Comm`; it expects
-``self.rank``, ``self.size``, ``self.Split``, ``self._engine``,
-``self._subcomms``, ``self._where`` and ``self._derived(mpi)`` (a new
-communicator made of an mpi4py one).
+``self.rank``, ``self.size``, ``self.Split`` (which keeps mpicoll:
+:mod:`mpicoll.api.children`), ``self._engine``, ``self._subcomms``,
+``self._where`` and ``self._derived(mpi)`` (a new communicator made of an
+mpi4py one).
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ class Groups:
         elif not _is_int(key):
             problem = f"passed key {key!r}: keys are ints"
         self._agreed("split", problem)
-        mpi = self.Split(MPI.UNDEFINED if undefined else int(color),
-                             int(key))
-        return None if mpi == MPI.COMM_NULL else self._derived(mpi)
+        sub = self.Split(MPI.UNDEFINED if undefined else int(color),
+                         int(key))
+        return None if sub == MPI.COMM_NULL else sub
 
     def new_group(self, ranks) -> Groups | None:
         """A ``Comm`` of the listed ranks, its rank ``i`` being rank
@@ -81,9 +82,9 @@ class Groups:
                     f"rank {q} passed {list(lists[q])}" for q in [0, *differ]),
                 **self._where("new_group"))
         inside = self.rank in members
-        mpi = self.Split(0 if inside else MPI.UNDEFINED,
-                             members.index(self.rank) if inside else 0)
-        return None if mpi == MPI.COMM_NULL else self._derived(mpi)
+        sub = self.Split(0 if inside else MPI.UNDEFINED,
+                         members.index(self.rank) if inside else 0)
+        return None if sub == MPI.COMM_NULL else sub
 
     def _agreed(self, call: str, problem: str | None, item=None) -> list:
         """Every rank's ``item``, once no rank has a ``problem``: one small
@@ -140,8 +141,8 @@ class Groups:
     def _cached_sub(self, name: str, make) -> Groups | None:
         if name not in self._subcomms:
             mpi = make()
-            self._subcomms[name] = None if mpi == MPI.COMM_NULL else \
-                self._derived(mpi)
+            sub = self._derived(mpi)
+            self._subcomms[name] = None if sub == MPI.COMM_NULL else sub
         return self._subcomms[name]
 
 

@@ -90,11 +90,17 @@ class CompiledPlan:
 
 
 class Context:
-    def __init__(self, comm: MPI.Comm, ranks_per_node: int | None) -> None:
+    def __init__(self, comm: MPI.Comm, ranks_per_node: int | None,
+                 bound=None) -> None:
         self.ranks_per_node = ranks_per_node
         # A plain mpi4py communicator: the caller's may be an mpicoll.Comm,
         # whose Dup is one too, and whose collectives would come back here.
-        self.comm = MPI.Intracomm(MPI.Intracomm.Dup(comm))
+        if bound is None:
+            dup = MPI.Intracomm.Dup(comm)
+        else:  # under a deadline: bound(request, what) waits
+            dup, request = MPI.Intracomm.Idup(comm)
+            bound(request, "creating mpicoll's private communicator")
+        self.comm = MPI.Intracomm(dup)
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         # MPI attaches TAG_UB to COMM_WORLD (Open MPI to it and its
@@ -322,13 +328,16 @@ def ranks_per_node(rank: int) -> int | None:
     return k
 
 
-def context_of(comm: MPI.Comm, ranks_per_node: int | None = None) -> Context:
+def context_of(comm: MPI.Comm, ranks_per_node: int | None = None,
+               bound=None) -> Context:
     """The shared context of ``comm``, created on first use (collective:
     every rank of ``comm`` must get here the first time together), with
-    ``ranks_per_node`` (:func:`ranks_per_node`) then."""
+    ``ranks_per_node`` (:func:`ranks_per_node`) then; ``bound(request,
+    what)``, if given, waits for its private duplicate under a deadline
+    (:func:`mpicoll.guard.watchdog.bounded`)."""
     ctx = comm.Get_attr(_KEYVAL)
     if ctx is None:
-        ctx = Context(comm, ranks_per_node)
+        ctx = Context(comm, ranks_per_node, bound)
         comm.Set_attr(_KEYVAL, ctx)
     return ctx
 

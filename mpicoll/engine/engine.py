@@ -65,7 +65,7 @@ from mpicoll.select.policy import (
 from mpicoll.engine.persistent import PERSISTENT, prepare
 from mpicoll.engine.likeness import Rerun
 from mpicoll.engine.replay import Replays, spec_copy
-from mpicoll.guard.watchdog import Watchdog
+from mpicoll.guard.watchdog import Watchdog, bounded
 from mpicoll.engine.work import RequestWork, ScheduleWork, Work, then
 
 class Call(NamedTuple):
@@ -141,7 +141,14 @@ class Engine(Replays, Choosing):
     def __init__(self, comm, settings: Settings) -> None:
         Replays.__init__(self, guarded=settings.guard.on)
         Choosing.__init__(self)
-        self.ctx = context_of(comm, settings.ranks_per_node)
+        guard = settings.guard
+        bound = None  # a deadline bounds the private duplicate too
+        if guard.timeout is not None:
+            bound = partial(bounded, timeout=guard.timeout,
+                            action=guard.on_timeout,
+                            where={"rank": comm.Get_rank(),
+                                   "collective": "first collective"})
+        self.ctx = context_of(comm, settings.ranks_per_node, bound)
         self.rank = self.ctx.rank
         self.size = self.ctx.size
         self.thread_multiple = MPI.Query_thread() == MPI.THREAD_MULTIPLE

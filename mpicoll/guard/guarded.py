@@ -76,7 +76,9 @@ _CLASSES: dict[type, type] = {}
 
 def guarded_class(cls: type, methods: dict[str, str]) -> type:
     """``cls`` with each method ``name`` of ``methods`` (name ->
-    collective) guarded; made once per class."""
+    collective) guarded (``cls`` itself if it is); made once per class."""
+    if getattr(cls, "guarded", False):
+        return cls
     guarded = _CLASSES.get(cls)
     if guarded is None:
         namespace = {name: _guarded(getattr(cls, name), collective)

@@ -83,14 +83,7 @@ class Watchdog:
                                 pending() if pending else (), where)
         finally:
             self._here = (0, -1)
-        if self.action == "abort":
-            sys.stderr.write(f"{error}\nmpicoll: aborting the job "
-                             f"(MPICOLL_ON_TIMEOUT=raise leaves it to the "
-                             f"program)\n")
-            sys.stderr.flush()
-            time.sleep(ABORT_GRACE)
-            MPI.COMM_WORLD.Abort(1)
-        raise error
+        _fail(error, self.action)
 
     def complete(self, request, seq: int, collective: str,
                  where: dict) -> None:
@@ -113,17 +106,7 @@ class Watchdog:
             self._replies = [r for r in self._replies if not r.Test()]
 
     def _poll(self, test, deadline: float) -> bool:
-        start = time.monotonic()
-        pause = 1e-5
-        while not test():
-            self.serve()
-            now = time.monotonic()
-            if now >= deadline:
-                return False
-            if now - start > SPIN:
-                time.sleep(pause)
-                pause = min(pause * 2, 1e-3)
-        return True
+        return _poll(test, deadline, self.serve)
 
     def _ask(self, seq: int, test) -> dict | None:
         """Every peer's answer ``{rank: (seq, collective number)}`` within
@@ -173,6 +156,54 @@ class Watchdog:
         return CollectiveTimeoutError(
             "; ".join(parts), pending=pending, missing=missing, seq=seq,
             **where)
+
+
+def bounded(request, what: str, *, timeout: float, action: str,
+            where: dict) -> None:
+    """Wait for ``request``, a step mpicoll takes on its own before any
+    call can be asked about (``what``: creating its private communicator,
+    the first collective on a communicator), at most ``timeout`` seconds,
+    then ``action`` as :meth:`Watchdog.wait` does. No peer can be asked
+    where it is yet, so the report says that a rank of the communicator
+    has not arrived, not which one."""
+    if _poll(request.Test, time.monotonic() + timeout):
+        return
+    _fail(CollectiveTimeoutError(
+        f"{what} not complete after {timeout:g} s: a rank of the "
+        f"communicator has not arrived (not at its first collective call "
+        f"on it: busy, blocked elsewhere, stopped or dead)", seq=0,
+        **where), action)
+
+
+def _poll(test, deadline: float, serve=None) -> bool:
+    """Call ``test()`` (and ``serve()``) until it returns True (True) or
+    ``deadline`` passes (False): back to back for :data:`SPIN` seconds,
+    then sleeping between tests, from 10 µs up to 1 ms."""
+    start = time.monotonic()
+    pause = 1e-5
+    while not test():
+        if serve is not None:
+            serve()
+        now = time.monotonic()
+        if now >= deadline:
+            return False
+        if now - start > SPIN:
+            time.sleep(pause)
+            pause = min(pause * 2, 1e-3)
+    return True
+
+
+def _fail(error: CollectiveTimeoutError, action: str):
+    """Raise ``error``, or with ``action`` ``"abort"`` write it to stderr
+    and abort the job."""
+    if action == "abort":
+        sys.stderr.write(f"{error}\nmpicoll: aborting the job "
+                         f"(MPICOLL_ON_TIMEOUT=raise leaves it to the "
+                         f"program)\n")
+        sys.stderr.flush()
+        time.sleep(ABORT_GRACE)
+        MPI.COMM_WORLD.Abort(1)
+    raise error
 
 
 def _ranks(ranks: list[int]) -> str:

@@ -195,12 +195,10 @@ class Mesh:
                     for m, qs in asked.items()),
                 rank=base.rank, collective="Mesh")
         self.layout = layout
-        cart = base.Create_cart(layout.shape, layout.periods,
-                                    reorder=False)
-        self._cart = cart
-        self.comm = base._derived(cart)
+        self.comm = base.Create_cart(layout.shape, layout.periods,
+                                     reorder=False)
         self.coords = namedtuple("Coords", layout.names)(
-            *cart.Get_coords(self.comm.rank))
+            *self.comm.Get_coords(self.comm.rank))
         self._subs: dict[tuple[str, ...], Comm] = {layout.names: self.comm}
         for name in layout.names:
             self.sub((name,))
@@ -241,8 +239,8 @@ class Mesh:
                     f"dimensions {names} must be distinct and in the mesh's "
                     f"order {self.names}", rank=self.comm.rank,
                     collective="Mesh.sub")
-            comm = self._subs[names] = self.comm._derived(self._cart.Sub(
-                [d in dims for d in range(len(self.shape))]))
+            comm = self._subs[names] = self.comm.Sub(
+                [d in dims for d in range(len(self.shape))])
         return comm
 
     def get_group(self, names) -> ProcessGroup:
@@ -271,7 +269,7 @@ class Mesh:
             raise InvalidArgumentError(
                 f"coordinates {coords} are outside the mesh {self.shape} "
                 f"(periodic: {self.periods})", **where)
-        return self._cart.Get_cart_rank(coords)
+        return self.comm.Get_cart_rank(coords)
 
     def shift(self, name: str, disp: int = 1):
         """``(source, dest)``: the ranks ``disp`` steps before and after
@@ -285,7 +283,7 @@ class Mesh:
                 f"disp {disp!r} must be an int", rank=self.comm.rank,
                 collective="Mesh.shift")
         return tuple(None if r == MPI.PROC_NULL else r
-                     for r in self._cart.Shift(dim, disp))
+                     for r in self.comm.Shift(dim, disp))
 
     def free(self) -> None:
         """Free the mesh's communicators (collective over the mesh)."""

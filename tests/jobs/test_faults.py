@@ -81,6 +81,22 @@ def test_a_skipped_collective_times_out_naming_the_rank():
     assert done.returncode != 0
 
 
+def test_a_skipped_first_collective_on_a_new_communicator_times_out():
+    """The first call makes mpicoll's private duplicate; under the
+    deadline too. No peer can be asked yet: the report says that a rank
+    has not arrived at the first collective."""
+    done, _ = run("first")
+    got = raised(done.stdout)
+    assert sorted(got) == [0, 2], done.stdout + done.stderr
+    for name, seconds, text in got.values():
+        assert name == "CollectiveTimeoutError"
+        assert T <= seconds < T + MARGIN, seconds
+        assert "first collective: creating mpicoll's private " \
+               "communicator not complete after 2 s" in text
+        assert "a rank of the communicator has not arrived" in text
+    assert "rank 1 done" in done.stdout
+
+
 def test_by_default_a_timeout_aborts_the_job():
     done, _ = run("skip", action="abort")
     assert done.returncode != 0

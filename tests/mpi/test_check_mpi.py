@@ -182,6 +182,19 @@ def test_split_communicators_inherit_check_mode(comm):
     assert not mpicoll.Comm(WORLD, check=False)._settings.guard.check
 
 
+@several
+def test_mpi4py_made_children_keep_check_mode(comm):
+    """A communicator made the mpi4py way (``Split``) is checked as its
+    parent: a count that differs raises on every rank, not MPI's abort."""
+    sub = comm.Split(0, comm.size - comm.rank)  # every rank, reversed
+    assert type(sub).guarded and isinstance(sub, mpicoll.Comm)
+    n = 4 if sub.rank == 0 else 5
+    text = agreed_error(lambda: sub.Allreduce(np.ones(n), np.empty(n),
+                                              MPI.SUM))
+    assert "count differs" in text
+    sub.Free()
+
+
 def test_verdicts_read_well():
     """The diff text itself (no MPI needed beyond the module)."""
     assert spans([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8"

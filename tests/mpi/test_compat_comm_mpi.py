@@ -20,6 +20,7 @@ from compat import SELFTEST
 from compatcases import (BY_NAME, PLAIN, fixed_case, full, ids,
                          reduce_scatter_case)
 from compatvectors import GENERAL, vector_case
+from mpicoll.api.children import CONSTRUCTORS
 from mpicoll.collectives import COLLECTIVES
 
 pytestmark = [pytest.mark.mpi, pytest.mark.interface]
@@ -32,10 +33,11 @@ COLLECTIVE_METHODS = [row.method for row in COLLECTIVES.values()]
 
 #: lowercase names mpicoll overrides on purpose (not behaviour changes)
 DOCUMENTED_OVERRIDES = {
-    "free": "also releases mpicoll's private duplicate (mpicoll/api/comm.py)",
+    "free": "also releases mpicoll's private duplicate "
+            "(mpicoll/api/children.py)",
 }
-#: uppercase non-collective names mpicoll overrides (mpicoll/api/comm.py: the
-#: buffer point-to-point calls, for device buffers; Free)
+#: uppercase non-collective names mpicoll overrides (mpicoll/api/p2p.py: the
+#: buffer point-to-point calls, for device buffers; Free: children.py)
 P2P_OVERRIDES = {"Send", "Recv", "Isend", "Irecv", "Sendrecv",
                  "Sendrecv_replace", "Ssend", "Bsend", "Rsend", "Issend",
                  "Ibsend", "Irsend", "Send_init", "Recv_init", "Ssend_init",
@@ -90,9 +92,10 @@ def test_lowercase_methods_are_mpi4pys(h):
 @pytest.mark.skipif(SELFTEST, reason="checks mpicoll's classes")
 def test_other_methods_are_mpi4pys(h):
     """Uppercase methods that are neither collectives (which take
-    ``algorithm=``) nor mpicoll's documented point-to-point overrides are
-    mpi4py's own (Get_rank, Split, Dup, Create_cart, Get_coords, ...)."""
-    allowed = set(COLLECTIVE_METHODS) | P2P_OVERRIDES
+    ``algorithm=``) nor mpicoll's documented point-to-point overrides and
+    constructors (which return mpicoll communicators) are mpi4py's own
+    (Get_rank, Get_coords, Shift, ...)."""
+    allowed = set(COLLECTIVE_METHODS) | P2P_OVERRIDES | set(CONSTRUCTORS)
     allowed |= {"I" + n[0].lower() + n[1:] for n in COLLECTIVE_METHODS}
     allowed |= {n + "_init" for n in COLLECTIVE_METHODS}  # persistent
     world = MPI.COMM_WORLD
@@ -224,6 +227,91 @@ def test_derived_communicators(h):
         lambda comm: comm.Create_group(comm.Get_group().Excl([0]))
         if comm.Get_rank() != 0 else MPI.COMM_NULL))
     h.check("Create_cart facts", cart_facts)
+    h.finish()
+
+
+#: mpi4py's constructors, each as (label, make(comm) -> new communicator)
+CONSTRUCTOR_CASES = [
+    ("Dup()", lambda comm: comm.Dup()),
+    ("Dup_with_info(INFO_NULL)", lambda comm: comm.Dup_with_info(
+        MPI.INFO_NULL)),
+    ("Clone()", lambda comm: comm.Clone()),
+    ("Idup()", lambda comm: _waited(comm.Idup())),
+    ("Idup_with_info(INFO_NULL)", lambda comm: _waited(
+        comm.Idup_with_info(MPI.INFO_NULL))),
+    ("Split(rank % 2)", lambda comm: comm.Split(comm.rank % 2, -comm.rank)),
+    ("Split(UNDEFINED on rank 0)", lambda comm: comm.Split(
+        MPI.UNDEFINED if comm.rank == 0 else 1)),
+    ("Split_type(COMM_TYPE_SHARED)", lambda comm: comm.Split_type(
+        MPI.COMM_TYPE_SHARED)),
+    ("Create(group of even ranks)", lambda comm: comm.Create(
+        comm.Get_group().Incl(list(range(0, comm.size, 2))))),
+    ("Create_group(all but rank 0)", lambda comm: comm.Create_group(
+        comm.Get_group().Excl([0])) if comm.rank else MPI.COMM_NULL),
+    ("Create_cart([size])", lambda comm: comm.Create_cart([comm.size])),
+    ("Create_cart([size]).Sub([True])", lambda comm: _sub(comm)),
+    ("Create_graph(ring)", lambda comm: comm.Create_graph(
+        list(range(1, comm.size + 1)), [(q + 1) % comm.size
+                                        for q in range(comm.size)])),
+    ("Create_dist_graph_adjacent(self)", lambda comm:
+        comm.Create_dist_graph_adjacent([comm.rank], [comm.rank])),
+    ("Create_dist_graph(self)", lambda comm: comm.Create_dist_graph(
+        [comm.rank], [1], [comm.rank])),
+]
+
+
+def _waited(made):
+    comm, request = made
+    request.Wait()
+    return comm
+
+
+def _sub(comm):
+    cart = comm.Create_cart([comm.size])
+    try:
+        return cart.Sub([True])
+    finally:
+        cart.Free()
+
+
+@pytest.mark.skipif(SELFTEST, reason="checks mpicoll's classes")
+@pytest.mark.parametrize("check", [False, True], ids=["plain", "checked"])
+def test_constructors_keep_mpicoll(h, check):
+    """Each communicator mpi4py's constructors make from an
+    ``mpicoll.Comm`` is one too, of mpi4py's class for the raw call's
+    result, with the parent's guards, and takes ``algorithm=``;
+    ``COMM_NULL`` is returned as mpi4py returns it."""
+    parent = mpicoll.Comm(h.raw, check=check)
+    problems = []
+    for label, make in CONSTRUCTOR_CASES:
+        raw, ours = make(h.raw), make(parent)
+        try:
+            if raw == MPI.COMM_NULL or ours == MPI.COMM_NULL:
+                if not (raw == ours == MPI.COMM_NULL
+                        and type(ours) is type(raw)):
+                    problems.append(f"{label}: {ours!r}, mpi4py {raw!r}")
+                continue
+            if not (isinstance(ours, mpicoll.Comm)
+                    and isinstance(ours, type(raw))):
+                problems.append(f"{label}: a {type(ours).__mro__}, mpi4py "
+                                f"a {type(raw).__name__}")
+                continue
+            if type(ours).guarded != check or \
+                    ours._settings.guard != parent._settings.guard:
+                problems.append(f"{label}: guard {ours._settings.guard}, "
+                                f"parent's {parent._settings.guard}")
+            x = np.arange(4.0) + ours.rank
+            y, want = np.empty(4), np.empty(4)
+            ours.Allreduce(x, y, MPI.SUM, algorithm="ring")
+            raw.Allreduce(x, want, MPI.SUM)
+            if not np.array_equal(y, want):
+                problems.append(f"{label}: ring Allreduce {y}, mpi4py "
+                                f"{want}")
+        finally:
+            for comm in (ours, raw):
+                if comm != MPI.COMM_NULL:
+                    comm.Free()
+    h.problems += [("constructors", "-", p) for p in problems]
     h.finish()
 
 
