@@ -8,9 +8,10 @@ mpi4py's constructors (``Dup``, ``Dup_with_info``, ``Clone``, ``Idup``,
 call on the same handle, with the same arguments, results and exceptions;
 the communicator they return is then an ``mpicoll.Comm`` of the matching
 topology class (``MPI.COMM_NULL`` stays mpi4py's object) with the parent's
-settings: its guards (check mode, deadline), algorithm overrides and
-rules. So ``algorithm=`` works on a row communicator made with ``Split``,
-and check mode and deadlines still apply there.
+guards (check mode, deadline) and the other settings read from the
+environment then, as ``mpicoll.Comm(child)`` would. So ``algorithm=``
+works on a row communicator made with ``Split``, and check mode and
+deadlines still apply there.
 
 Cost: mpi4py's call, plus, on a guarded parent, the child's private
 duplicate made at once (collective over the child, as the constructor is;

@@ -93,13 +93,16 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
 
     def _derived(self, mpi: MPI.Intracomm, now: bool = True):
         """A ``Comm`` of ``mpi`` (made from this one by a collective call
-        of its ranks) with this one's settings, guarded as this is;
-        ``MPI.COMM_NULL`` as it is. A guarded one makes its private
-        duplicate ``now``, while every rank is here, so that its first
-        collective call is bounded by the deadline as every later one."""
+        of its ranks), guarded as this is, its other settings read from
+        the environment now (as ``mpicoll.Comm(mpi)`` reads them; this
+        rank names a bad one); ``MPI.COMM_NULL`` as it is. A guarded one
+        makes its private duplicate ``now``, while every rank is here, so
+        that its first collective call is bounded by the deadline as every
+        later one."""
         if mpi == MPI.COMM_NULL:
             return mpi
-        comm = _wrapped(Comm, mpi, self._settings)
+        comm = _wrapped(Comm, mpi, Settings.from_environment(
+            self.Get_rank(), self._settings.guard))
         if now and self._settings.guard.on:
             comm._engine  # noqa: B018 (collective: the private Dup)
         return comm

@@ -139,7 +139,8 @@ class Engine(Replays, Choosing):
     through :class:`~mpicoll.select.choices.Choosing`."""
 
     def __init__(self, comm, settings: Settings) -> None:
-        Replays.__init__(self, guarded=settings.guard.on)
+        Replays.__init__(self, replay=settings.guard.timeout is None,
+                         by_likeness=not settings.guard.on)
         Choosing.__init__(self)
         guard = settings.guard
         bound = None  # a deadline bounds the private duplicate too
@@ -160,6 +161,8 @@ class Engine(Replays, Choosing):
         self.watchdog = None if guard.timeout is None else Watchdog(
             self.ctx.comm, self.rank, guard.timeout, guard.on_timeout,
             self.ctx.monitor_tags)
+        self.checker = None if not self.check else check_mode.Checker(
+            self.ctx.comm, self.watchdog and self.complete, self.where)
         self.active: check_mode.Active | None = None  # the call being made
         if guard.on:  # every call checked or bounded
             self.launch = self._guarded_launch
@@ -284,10 +287,9 @@ class Engine(Replays, Choosing):
         them there so that they raise too."""
         active = self.active
         if self.check and active.open:
-            check_mode.verify(self.ctx.comm, active,
-                         {"stage": "arguments",
-                          "collective": active.collective}, error,
-                         self.complete, self.where(active.collective))
+            self.checker.verify(active, {"stage": "arguments",
+                                         "collective": active.collective},
+                                error)
 
     def complete(self, request) -> None:
         """Wait for a request of the library's own, under the deadline."""
@@ -303,7 +305,9 @@ class Engine(Replays, Choosing):
         """:meth:`launch` in check mode or under a deadline: agree on the
         call's fingerprint, then run it as a nonblocking call that the
         watchdog waits for (blocking) or that carries the deadline
-        (``Work.wait``). Nothing is remembered for replay."""
+        (``Work.wait``). In check mode alone the call is remembered for
+        replay with its fingerprint (:meth:`_check_again`); under a
+        deadline nothing is."""
         own = self.active is None  # not called through a guarded face
         active = self.begin(call.collective) if own else self.active
         try:
@@ -311,22 +315,40 @@ class Engine(Replays, Choosing):
             alg = self.algorithm_for(call, _form(
                 async_op or self.watchdog is not None))
             if self.check:
-                check_mode.verify(self.ctx.comm, active,
-                             check_mode.fingerprint(call, alg.name), None,
-                             self.complete, self.where(call.collective))
+                fields = check_mode.fingerprint(call, alg.name)
+                code = check_mode.digest(fields)
+                self.checker.verify(active, fields, None, code)
             active.open = False
-            call = call._replace(memo=None)
             if async_op is PERSISTENT:
-                return prepare(self, call, self.watchdog and (
-                    self.watchdog, active.seq))
-            if self.watchdog is None:
-                return Engine.launch(self, call, async_op)
-            work = Engine.launch(self, call, True)
+                return prepare(self, call._replace(memo=None),
+                               self.watchdog and (self.watchdog, active.seq))
+            if self.watchdog is None:  # check mode alone
+                self.check_first = partial(self._check_again, fields, code,
+                                           call.collective)
+                try:
+                    return Engine.launch(self, call, async_op)
+                finally:
+                    self.check_first = None
+            work = Engine.launch(self, call._replace(memo=None), True)
             work.watch(self.watchdog, active.seq)
             if async_op:
                 return work
             work.wait()
             return None
+        finally:
+            if own:
+                self.active = None
+
+    def _check_again(self, fields: dict, code: int, collective: str):
+        """Check mode's exchange for a replayed call: its kept
+        ``fields`` and their digest ``code``, under the sequence number
+        the guarded face gave this call."""
+        active = self.active
+        own = active is None  # not called through a guarded face
+        if own:
+            active = self.begin(collective)
+        try:
+            self.checker.verify(active, fields, None, code)
         finally:
             if own:
                 self.active = None
@@ -438,9 +460,8 @@ class Engine(Replays, Choosing):
         collective)."""
         active = self.active
         if self.check and active is not None:
-            check_mode.verify(self.ctx.comm, active,
-                         {"stage": "counts", "collective": collective}, None,
-                         self.complete, self.where(collective))
+            self.checker.verify(active, {"stage": "counts",
+                                         "collective": collective}, None)
         rows = exchange.allgather_counts(
             self.ctx.comm, mine, theirs_from,
             None if self.watchdog is None else self.complete)

@@ -41,13 +41,18 @@ class Replays(Likeness):
     calls' runs, nonblocking calls' launches, and (:class:`Likeness`)
     blocking calls kept by likeness."""
 
-    def __init__(self, guarded: bool) -> None:
+    def __init__(self, replay: bool, by_likeness: bool) -> None:
         Likeness.__init__(self)
         self._replays: dict = {}  # blocking calls' runs
         self._restarts: dict = {}  # nonblocking calls' launches
-        if guarded:  # every call checked or bounded, none replayed
+        #: run before each kept call when it is replayed (check mode's
+        #: exchange); set by the engine while a call is launched
+        self.check_first = None
+        if not replay:  # every call bounded by a deadline: none replayed
             self.replayed = _never_replayed
             self.restarted = _never_restarted
+        if not by_likeness:  # checked calls: none kept by likeness
+            self.remember = _not_remembered
 
     def replayed(self, name: str, algorithm, buf, a=None, b=None,
                  c=None) -> bool:
@@ -130,6 +135,8 @@ class Replays(Likeness):
         (calls of two algorithms made in turn on the same arrays keep an
         entry each)."""
         name, algorithm, buf, a, b, c = memo
+        if self.check_first is not None:
+            run = _after(self.check_first, run)
         objects = (buf, a, b, c)
         arrays = [o for o in objects if hasattr(o, "dtype")]
         if len(arrays) > 2:
@@ -284,6 +291,20 @@ _NO_ARRAY = _NoArray()
 
 def _never_replayed(name, algorithm, buf, a=None, b=None, c=None):
     return False
+
+
+def _not_remembered(memo, call, args, flat=False) -> None:
+    return None
+
+
+def _after(first, run):
+    """``run`` with ``first()`` made before it; returns what ``run``
+    returns."""
+    def checked():
+        first()
+        return run()
+
+    return checked
 
 
 def _never_restarted(name, algorithm, buf, a=None, b=None, c=None):

@@ -183,6 +183,25 @@ def test_split_communicators_inherit_check_mode(comm):
 
 
 @several
+@pytest.mark.parametrize("algorithm", ["native", "ring"])
+def test_replayed_calls_are_checked(comm, algorithm):
+    """Repeated calls are replayed in check mode, and each replay still
+    makes the exchange: a rank that then changes the op (a new call, on
+    the same arrays) meets its peers' replays there, and every rank
+    raises."""
+    x, y = np.ones(4), np.empty(4)
+    for _ in range(5):
+        comm.Allreduce(x, y, MPI.SUM, algorithm=algorithm)
+    assert comm._engine._replays  # kept, checked at each replay
+    odd = comm.rank == comm.size - 1
+    text = agreed_error(lambda: comm.Allreduce(
+        x, y, MPI.MAX if odd else MPI.SUM, algorithm=algorithm))
+    assert "op differs" in text
+    comm.Allreduce(x, y, MPI.SUM, algorithm=algorithm)  # still in step
+    assert np.all(y == comm.size)
+
+
+@several
 def test_mpi4py_made_children_keep_check_mode(comm):
     """A communicator made the mpi4py way (``Split``) is checked as its
     parent: a count that differs raises on every rank, not MPI's abort."""
