@@ -45,8 +45,9 @@ class Replays(Likeness):
         Likeness.__init__(self)
         self._replays: dict = {}  # blocking calls' runs
         self._restarts: dict = {}  # nonblocking calls' launches
-        #: run before each kept call when it is replayed (check mode's
-        #: exchange); set by the engine while a call is launched
+        #: run before each kept blocking call when it is replayed (check
+        #: mode's exchange; nonblocking calls are then not kept); set by
+        #: the engine while a call is launched
         self.check_first = None
         if not replay:  # every call bounded by a deadline: none replayed
             self.replayed = _never_replayed
@@ -136,6 +137,8 @@ class Replays(Likeness):
         entry each)."""
         name, algorithm, buf, a, b, c = memo
         if self.check_first is not None:
+            if table is self._restarts:
+                return  # a relaunch may decline (plan busy) after checking
             run = _after(self.check_first, run)
         objects = (buf, a, b, c)
         arrays = [o for o in objects if hasattr(o, "dtype")]

@@ -202,6 +202,21 @@ def test_replayed_calls_are_checked(comm, algorithm):
 
 
 @several
+@pytest.mark.parametrize("algorithm", ["native", "ring"])
+def test_repeated_nonblocking_calls_are_checked(comm, algorithm):
+    """Nonblocking calls are not replayed in check mode (a relaunch could
+    decline after its check): each repeat is checked in full."""
+    x, y = np.ones(4), np.empty(4)
+    for _ in range(3):
+        comm.Iallreduce(x, y, MPI.SUM, algorithm=algorithm).wait()
+    assert not comm._engine._restarts
+    odd = comm.rank == comm.size - 1
+    text = agreed_error(lambda: comm.Iallreduce(
+        x, y, MPI.MAX if odd else MPI.SUM, algorithm=algorithm).wait())
+    assert "op differs" in text
+
+
+@several
 def test_mpi4py_made_children_keep_check_mode(comm):
     """A communicator made the mpi4py way (``Split``) is checked as its
     parent: a count that differs raises on every rank, not MPI's abort."""
