@@ -162,7 +162,8 @@ class Engine(Replays, Choosing):
             self.ctx.comm, self.rank, guard.timeout, guard.on_timeout,
             self.ctx.monitor_tags)
         self.checker = None if not self.check else check_mode.Checker(
-            self.ctx.comm, self.watchdog and self.complete, self.where)
+            self.ctx.comm, None if self.watchdog is None else self.complete,
+            self.where)
         self.active: check_mode.Active | None = None  # the call being made
         if guard.on:  # every call checked or bounded
             self.launch = self._guarded_launch

@@ -193,12 +193,10 @@ def spec_copy(obj):
     parsed again, cannot change what a kept entry sends."""
     kind = type(obj)
     if kind is list or kind is tuple:
-        return kind([spec_copy(x) if type(x) in _SEQUENCES else x
+        return kind([spec_copy(x) if type(x) in _SPEC else x
                      for x in obj])
     return obj
 
-
-_SEQUENCES = (list, tuple)
 
 
 class _Specs:

@@ -25,8 +25,9 @@ when a rank's local checks fail first. So a rank that fails locally meets
 its peers at the exchange they are waiting in, and nobody is left inside a
 collective. A repeated blocking call is still replayed (its fingerprint
 and digest kept with it: each replay costs the one exchange); nonblocking
-calls, and calls alike to a kept one (:mod:`mpicoll.engine.likeness`), are
-parsed and checked in full. It needs every rank of the communicator in check mode.
+calls, and calls alike to a kept one (:mod:`mpicoll.engine.likeness`),
+are parsed and checked in full. It needs every rank of the communicator
+in check mode.
 
 What it cannot see: two ranks passing different *values* of the same
 shape (that is the program's business), a rank that never calls at all

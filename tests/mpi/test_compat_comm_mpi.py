@@ -227,6 +227,10 @@ def test_derived_communicators(h):
         lambda comm: comm.Create_group(comm.Get_group().Excl([0]))
         if comm.Get_rank() != 0 else MPI.COMM_NULL))
     h.check("Create_cart facts", cart_facts)
+    # bad arguments on every rank: mpi4py's exceptions, raised locally
+    h.check("Split('red')", made(lambda comm: comm.Split("red")))
+    h.check("Create_cart([size + 1])", made(
+        lambda comm: comm.Create_cart([comm.Get_size() + 1])))
     h.finish()
 
 
