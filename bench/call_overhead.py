@@ -13,9 +13,11 @@ the persistent forms (mpi4py's ``Allreduce_init`` and mpicoll's, native
 and hand-built: one ``Start`` and one ``Wait`` per call); and
 ``Comm.Allreduce`` native in check mode (``check=True``: one fingerprint
 exchange per call, timed alone on the next row: mpi4py's ``Iallgather``
-of 24 bytes per rank and its ``Wait``) and under a deadline
-(``timeout=60``: the nonblocking
-call polled by the watchdog). The differences are mpicoll's Python cost per
+of 24 bytes per rank and its ``Wait``) and under a polled deadline
+(``timeout=60, on_timeout="raise"``: the nonblocking call polled by the
+watchdog). Every ``mpicoll`` row runs with the default guards (the
+deadline's watch thread and the flight recorder). The differences are
+mpicoll's Python cost per
 call; each number is the best of 5 runs of 20000 calls. Two rows time
 the nonblocking call waited on at once (mpi4py's and mpicoll's). Three rows
 make new views of the arrays for every call: mpi4py's call on them, and
@@ -29,10 +31,21 @@ mpi4py's call as the replay makes it (with the datatype named) and the
 replay's lookup alone. ``--world`` runs on
 ``MPI.COMM_WORLD`` instead (rank 0 prints), so the check exchange and the
 calls themselves cost their messages too.
+
+    python bench/call_overhead.py --guards [--world]
+
+times instead what the default guards cost: the replayed blocking
+``Allreduce`` and a persistent ``Start`` + ``Wait`` (native), with the
+defaults and with both guards off (``timeout=0``,
+``MPICOLL_TRACE_BUFFER=0``), in turn in each of :data:`ROUNDS` rounds of
+20000 calls; it prints each form's median and the median of the rounds'
+differences.
 """
 
 from __future__ import annotations
 
+import os
+import statistics
 import sys
 import timeit
 from itertools import cycle
@@ -43,6 +56,7 @@ from mpi4py import MPI
 import mpicoll
 
 CALLS = 20000
+ROUNDS = 9  # --guards: rounds of each form, with and without the guards
 
 
 def best_us(fn) -> float:
@@ -78,8 +92,9 @@ def main() -> None:
     rows_all = np.empty((world.Get_size(), 3), np.int64)
     rows.append(("  of which: mpi4py Iallgather 24 B + Wait",
                  lambda: world.Iallgather(row, rows_all).Wait()))
-    bounded = mpicoll.Comm(world, check=False, timeout=60)
-    rows.append(("mpicoll Allreduce  native, timeout=60",
+    bounded = mpicoll.Comm(world, check=False, timeout=60,
+                           on_timeout="raise")
+    rows.append(("mpicoll Allreduce  native, polled timeout=60",
                  lambda: bounded.Allreduce(x, y, MPI.SUM, algorithm="native")))
     # Nonblocking, waited on at once: a repeated call is relaunched.
     rows.append(("mpi4py Iallreduce + Wait",
@@ -123,5 +138,43 @@ def main() -> None:
         print(f"{name:{width}s} {t:6.2f} us  (+{t - base:5.2f})")
 
 
+def guards(world) -> None:
+    """The default guards' cost per call (see the module docstring)."""
+    x, y = np.ones(2, np.float32), np.empty(2, np.float32)
+    on = mpicoll.Comm(world.Dup())
+    os.environ["MPICOLL_TRACE_BUFFER"] = "0"  # read when first used
+    off = mpicoll.Comm(world.Dup(), timeout=0)
+    off.Barrier()
+    del os.environ["MPICOLL_TRACE_BUFFER"]
+    forms = {}
+    for name, comm in (("defaults", on), ("off", off)):
+        prepared = comm.Allreduce_init(x, y, MPI.SUM, algorithm="native")
+        forms[name] = (
+            lambda c=comm: c.Allreduce(x, y, MPI.SUM, algorithm="native"),
+            lambda r=prepared: (r.Start(), r.Wait()))
+    times: dict[tuple, list] = {}
+    for _ in range(ROUNDS):
+        for form in (0, 1):
+            for name in ("defaults", "off"):
+                world.Barrier()
+                t = timeit.timeit(forms[name][form], number=CALLS)
+                times.setdefault((form, name), []).append(t / CALLS * 1e6)
+    if world.Get_rank() != 0:
+        return
+    print(f"# default guards (deadline watch thread + flight recorder) on "
+          f"{world.Get_name()} ({world.Get_size()} ranks): median of "
+          f"{ROUNDS} rounds of {CALLS} calls, in turn")
+    for form, label in enumerate(("Allreduce native, replayed",
+                                  "Allreduce_init native Start+Wait")):
+        with_, without = times[(form, "defaults")], times[(form, "off")]
+        diff = statistics.median(a - b for a, b in zip(with_, without))
+        print(f"{label:34s} defaults {statistics.median(with_):6.2f} us  "
+              f"off {statistics.median(without):6.2f} us  "
+              f"difference {diff:+5.2f} us")
+
+
 if __name__ == "__main__":
-    main()
+    if "--guards" in sys.argv:
+        guards(MPI.COMM_WORLD if "--world" in sys.argv else MPI.COMM_SELF)
+    else:
+        main()

@@ -11,6 +11,8 @@
 #   bench-n2-inplace          rewritten before every call; out of place, in place
 #   call-overhead             bench/call_overhead.py, one rank
 #   call-overhead-n2          the same on 2 ranks (--world): messages too
+#   call-overhead-guards(-n2) --guards: the default deadline and recorder's
+#                             cost, one rank and 2 ranks
 #   peers-n2                  bench/peers.py, 8 B-32 MiB by factors of 4
 #   peers-n2-allreduce-L      bench/peers.py -c allreduce at thread level
 #                             L = multiple (mpi4py's default), single
@@ -71,6 +73,9 @@ record bench-n2-inplace on2 -m mpicoll.bench -c allreduce -a all \
     -b 8K -e 4M --rewrite --inplace --time-budget 90
 record call-overhead "$py" bench/call_overhead.py
 record call-overhead-n2 "$mpiexec" -n 2 "$py" bench/call_overhead.py --world
+record call-overhead-guards "$py" bench/call_overhead.py --guards
+record call-overhead-guards-n2 "$mpiexec" -n 2 "$py" bench/call_overhead.py \
+    --guards --world
 record peers-n2 on2 bench/peers.py -e 64M --time-budget 300
 for level in multiple single; do
     record "peers-n2-allreduce-$level" peers -c allreduce -e 16M \

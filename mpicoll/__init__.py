@@ -41,6 +41,7 @@ _PUBLIC = {
     "Work": "mpicoll.engine.work",
     "algorithms": "mpicoll.coll.registry",
     "cuda_aware": "mpicoll.device.cuda",
+    "dump_trace": "mpicoll.guard.dump",
     "set_explain": "mpicoll.select.choices",
     "startall": "mpicoll.engine.persistent",
     "testall": "mpicoll.engine.work",

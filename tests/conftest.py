@@ -11,10 +11,15 @@ and aborts the whole job, so a bug shows as a failed run, never a hang
 (pytest-timeout's thread method, configured in setup.cfg, catches a rank
 stuck inside an MPI call; ``MPIEXEC_TIMEOUT`` in tests/run-all.sh is the
 last backstop).
+
+The flight recorder writes its trace files (mpicoll.guard.dump) where
+``MPICOLL_TRACE_DIR`` says: a test run's go to a folder of its own, not
+to the working tree, unless the variable is set.
 """
 
 import os
 import sys
+import tempfile
 
 import pytest
 
@@ -23,6 +28,9 @@ import mpicoll
 HELPERS = os.path.dirname(os.path.abspath(__file__))
 if HELPERS not in sys.path:
     sys.path.insert(0, HELPERS)
+
+os.environ.setdefault("MPICOLL_TRACE_DIR",
+                      tempfile.mkdtemp(prefix="mpicoll-test-traces-"))
 
 
 _with_mpi = False  # pytest-mpi's --with-mpi: run under mpiexec

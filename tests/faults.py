@@ -14,7 +14,15 @@ A rank that raised exits with status 3. Scenarios:
   (its wrapper's first call makes mpicoll's private duplicate);
 - ``split``: the world split by ``rank % 2``; rank 1 skips a collective
   of its half (ranks 1, 3, ...), whose other ranks time out, while the
-  even half makes 50 allreduces undisturbed (run it on 4 ranks).
+  even half makes 50 allreduces undisturbed (run it on 4 ranks);
+- ``raise``: rank 1 leaves the program (an uncaught exception) before an
+  allreduce the others make;
+- ``straggle``: nothing fails: rank 1 sleeps 30 ms before each of 20
+  allreduces, then every rank writes its trace (``mpicoll.dump_trace``).
+
+ACTION ``default`` wraps the communicators with no keyword, as a program
+that only wraps them does: the deadline is then the environment's
+(``MPICOLL_TIMEOUT``) or mpicoll's default, kept by the watch thread.
 """
 
 from __future__ import annotations
@@ -41,7 +49,12 @@ def main(scenario: str, timeout: float, action: str) -> int:
     world = MPI.COMM_WORLD
     rank = world.Get_rank()
     say(f"rank {rank} pid {os.getpid()}")
-    comm = mpicoll.Comm(world, timeout=timeout, on_timeout=action)
+    def wrap(c):
+        if action == "default":
+            return mpicoll.Comm(c)
+        return mpicoll.Comm(c, timeout=timeout, on_timeout=action)
+
+    comm = wrap(world)
     x, y = np.ones(8), np.empty(8)
     comm.Allreduce(x, y, MPI.SUM)  # everyone up and connected
     start = time.monotonic()
@@ -52,8 +65,7 @@ def main(scenario: str, timeout: float, action: str) -> int:
             else:
                 comm.Allreduce(x, y, MPI.SUM)
         elif scenario == "first":
-            new = mpicoll.Comm(world.Dup(), timeout=timeout,
-                               on_timeout=action)
+            new = wrap(world.Dup())
             start = time.monotonic()
             if rank == 1:
                 time.sleep(2 * timeout + 3)
@@ -92,9 +104,21 @@ def main(scenario: str, timeout: float, action: str) -> int:
                 for _ in range(50):
                     half.Allreduce(x, y, MPI.SUM, algorithm="ring")
                 assert np.all(y == half.Get_size())
+        elif scenario == "raise":
+            if rank == 1:
+                raise RuntimeError("rank 1 gives up before the allreduce")
+            comm.Allreduce(x, y, MPI.SUM)
+        elif scenario == "straggle":
+            for _ in range(20):
+                if rank == 1:
+                    time.sleep(0.03)
+                comm.Allreduce(x, y, MPI.SUM)
+            mpicoll.dump_trace()
         else:
             raise SystemExit(f"unknown scenario {scenario!r}")
     except Exception as exc:
+        if scenario == "raise":
+            raise  # uncaught, as in a program that does not expect it
         say(f"rank {rank} raised {type(exc).__name__} after "
             f"{time.monotonic() - start:.2f} s: {exc}")
         return 3

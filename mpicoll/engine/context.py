@@ -47,7 +47,9 @@ from collections import OrderedDict
 import numpy as np
 from mpi4py import MPI
 
-from mpicoll.guard import exchange
+from mpicoll.guard import deadline, dump, exchange
+from mpicoll.guard.recorder import Recorder
+from mpicoll.guard.watchdog import Asking
 from mpicoll.device.cuda import copyto, empty_like
 from mpicoll.device.rules import DeviceTarget, hold_until
 from mpicoll.errors import InvalidArgumentError
@@ -113,7 +115,10 @@ class Context:
         self._tag_ub = (tag_ub - 2) // 2
         self._tag = 0
         self._persistent_tag = self._tag_ub
-        self.calls = 0  # collective calls of guarded faces (their seq)
+        #: the flight recorder (call numbers, the blocked call, the ring)
+        self.recorder = Recorder.from_environment()
+        self.trace_id = dump.register(self.recorder, comm)
+        self._watched = None  # under the watch thread's deadline
         self._plans: OrderedDict = OrderedDict()
         self._copies: OrderedDict = OrderedDict()  # see input_copy
         self._nodes: tuple[int, ...] | None = None
@@ -297,7 +302,19 @@ class Context:
                 0 if first else MPI.UNDEFINED, self.rank)
         return self._leader_comm
 
+    def watch(self, timeout: float) -> None:
+        """Put this communicator under the watch thread's deadline
+        (:mod:`mpicoll.guard.deadline`), once."""
+        if self._watched is None:
+            self._watched = deadline.watch(
+                Asking(self.comm, self.rank, self.monitor_tags,
+                       self.recorder), timeout, {"rank": self.rank})
+
     def free(self) -> None:
+        if self._watched is not None:
+            deadline.unwatch(self._watched)
+            self._watched = None
+        dump.unregister(self.recorder)
         for entry in self._plans.values():
             hold_until(entry.end, (entry,))
         self._plans.clear()

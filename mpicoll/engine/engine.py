@@ -19,10 +19,13 @@ dtype, op), then runs it:
   replayed: a blocking host
   call remembered under its ``memo`` runs again with no parsing and no
   choice, for a dict lookup and identity checks (:meth:`Engine.replayed`);
-- guarded (:mod:`mpicoll.guard.guarded`): in check mode each call's fingerprint is
-  agreed by every rank first (:mod:`mpicoll.guard.check_mode`), and under a deadline
-  every wait is bounded (:mod:`mpicoll.guard.watchdog`); guarded engines replay
-  nothing.
+- recorded (:mod:`mpicoll.guard.recorder`): each call numbered, stamped
+  and kept in the communicator's flight recorder, which the default
+  deadline's watch thread reads (:mod:`mpicoll.guard.deadline`);
+- guarded (:mod:`mpicoll.guard.guarded`): in check mode each call's
+  fingerprint is agreed by every rank first
+  (:mod:`mpicoll.guard.check_mode`), and under a polled deadline every
+  wait is bounded (:mod:`mpicoll.guard.watchdog`) and nothing replayed.
 
 One engine serves every ``mpicoll.Comm`` and ``ProcessGroup`` built on the
 same communicator object; its state is the communicator's private
@@ -54,7 +57,7 @@ from mpicoll.errors import InvalidArgumentError, OpTypeError
 from mpicoll.guard.guarded import Guard, guard_settings
 from mpicoll.args.message import named
 from mpicoll.args.mpi_ops import lent_op
-from mpicoll.engine.executor import Execution, run
+from mpicoll.engine.executor import Cursor, Execution, run
 from mpicoll.select.policy import (
     CostModel,
     environment_cost_model,
@@ -65,6 +68,7 @@ from mpicoll.select.policy import (
 from mpicoll.engine.persistent import PERSISTENT, prepare
 from mpicoll.engine.likeness import Rerun
 from mpicoll.engine.replay import Replays, spec_copy
+from mpicoll.guard.recorder import note_of
 from mpicoll.guard.watchdog import Watchdog, bounded
 from mpicoll.engine.work import RequestWork, ScheduleWork, Work, then
 
@@ -139,7 +143,7 @@ class Engine(Replays, Choosing):
     through :class:`~mpicoll.select.choices.Choosing`."""
 
     def __init__(self, comm, settings: Settings) -> None:
-        Replays.__init__(self, replay=settings.guard.timeout is None,
+        Replays.__init__(self, replay=not settings.guard.polled,
                          by_likeness=not settings.guard.on)
         Choosing.__init__(self)
         guard = settings.guard
@@ -158,12 +162,18 @@ class Engine(Replays, Choosing):
         if self.explain:
             log_to_stderr()
         self.check = guard.check
-        self.watchdog = None if guard.timeout is None else Watchdog(
+        rec = self.ctx.recorder
+        #: the flight recorder calls are stamped in (None: not stamped)
+        self.recorder = rec if rec.size or guard.timeout is not None or \
+            guard.check else None
+        if guard.watched:
+            self.ctx.watch(guard.timeout)
+        self.watchdog = None if not guard.polled else Watchdog(
             self.ctx.comm, self.rank, guard.timeout, guard.on_timeout,
-            self.ctx.monitor_tags)
+            self.ctx.monitor_tags, rec)
+        self.bounded = self.complete if guard.timeout is not None else None
         self.checker = None if not self.check else check_mode.Checker(
-            self.ctx.comm, None if self.watchdog is None else self.complete,
-            self.where)
+            self.ctx.comm, self.bounded, self.where)
         self.active: check_mode.Active | None = None  # the call being made
         if guard.on:  # every call checked or bounded
             self.launch = self._guarded_launch
@@ -176,7 +186,24 @@ class Engine(Replays, Choosing):
         it with :meth:`_guarded_launch`)."""
         if async_op is PERSISTENT:
             return prepare(self, call)
-        alg = self.algorithm_for(call, _form(async_op))
+        form = _form(async_op)
+        alg = self.algorithm_for(call, form)
+        rec = self.recorder
+        if rec is None:
+            return self._dispatch(call, alg, async_op)
+        note = self.note = note_of(call, alg.name, form)
+        seq = rec.begin(note, not async_op)
+        if async_op:
+            work = self._dispatch(call, alg, async_op)
+            work.stamp(rec, seq)
+            return work
+        try:
+            return self._dispatch(call, alg, async_op)
+        finally:
+            rec.end(seq)
+
+    def _dispatch(self, call: Call, alg, async_op: bool):
+        """:meth:`launch` of ``call`` as ``alg``, once numbered."""
         recv = call.recv
         if type(recv) is not np.ndarray:
             on_device = location(recv)
@@ -277,9 +304,9 @@ class Engine(Replays, Choosing):
     # ------------------------------------------------------------ guarded
 
     def begin(self, collective: str) -> check_mode.Active:
-        """A guarded face starts a collective call: its sequence number."""
-        self.ctx.calls += 1
-        self.active = check_mode.Active(self.ctx.calls, collective)
+        """A guarded face starts a collective call: its sequence number
+        (the one the recorder gives it when it runs)."""
+        self.active = check_mode.Active(self.recorder.seq + 1, collective)
         return self.active
 
     def failed(self, error: Exception) -> None:
@@ -293,9 +320,15 @@ class Engine(Replays, Choosing):
                                 error)
 
     def complete(self, request) -> None:
-        """Wait for a request of the library's own, under the deadline."""
-        if self.watchdog is None:
-            request.Wait()
+        """Wait for a request of the library's own (an exchange of
+        mpicoll's before a call), under the deadline."""
+        if self.watchdog is None:  # the watch thread's: marked blocked
+            rec = self.recorder
+            rec.blocked = rec.seq + 1  # in the call about to be made
+            try:
+                request.Wait()
+            finally:
+                rec.blocked = 0
         else:
             seq, collective = (0, "exchange") if self.active is None else \
                 (self.active.seq, self.active.collective)
@@ -448,7 +481,15 @@ class Engine(Replays, Choosing):
         return partial(getattr(self.ctx.comm, name), *args)
 
     def _run_steps(self, steps) -> None:
-        run(steps, self.ctx.comm, self.ctx.next_tag())
+        rec = self.recorder
+        if rec is None:
+            run(steps, self.ctx.comm, self.ctx.next_tag())
+            return
+        rec.inflight = cursor = Cursor(steps)  # the recorder's round, peer
+        try:
+            run(steps, self.ctx.comm, self.ctx.next_tag(), cursor)
+        finally:
+            rec.inflight = None
 
     # ----------------------------------------------------------- agreeing
 
@@ -463,9 +504,8 @@ class Engine(Replays, Choosing):
         if self.check and active is not None:
             self.checker.verify(active, {"stage": "counts",
                                          "collective": collective}, None)
-        rows = exchange.allgather_counts(
-            self.ctx.comm, mine, theirs_from,
-            None if self.watchdog is None else self.complete)
+        rows = exchange.allgather_counts(self.ctx.comm, mine, theirs_from,
+                                         self.bounded)
         if active is not None:  # messages moved: a later error must meet
             active.open = True  # the peers at the collective's exchange
         self.disagree(collective, [

@@ -113,10 +113,27 @@ def _message_names(step: Step) -> list[str]:
         f"send to rank {p}" for _, p in step.sends]
 
 
-def run(steps: tuple[Step, ...], comm: MPI.Comm, tag: int) -> None:
-    """Run ``steps`` to completion, blocking."""
+class Cursor:
+    """Where a blocking :func:`run` is: its ``steps`` and the index of
+    the step it is at (``at``), for the flight recorder
+    (:mod:`mpicoll.guard.recorder`) to read while the call is blocked.
+    An :class:`Execution` reads the same way."""
+
+    __slots__ = ("at", "steps")
+
+    def __init__(self, steps: tuple[Step, ...]) -> None:
+        self.steps = steps
+        self.at = 0
+
+
+def run(steps: tuple[Step, ...], comm: MPI.Comm, tag: int,
+        cursor: Cursor | None = None) -> None:
+    """Run ``steps`` to completion, blocking (``cursor``, if given, kept
+    at the step being run)."""
     waitall = MPI.Request.Waitall
-    for sends, recvs, local, ready, call, _ in steps:
+    for at, (sends, recvs, local, ready, call, _) in enumerate(steps):
+        if cursor is not None:
+            cursor.at = at
         if ready is not None:
             ready.synchronize()
         if call is not None:
@@ -199,6 +216,15 @@ class Execution:
     def finished(self) -> bool:
         """Complete or failed: nothing left for any thread to advance."""
         return self.done or self.error is not None
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return self._steps
+
+    @property
+    def at(self) -> int:
+        """The index of the step being run (as :class:`Cursor`'s)."""
+        return self._next
 
     def _post(self, step: Step) -> None:
         comm, tag = self._comm, self._tag

@@ -125,6 +125,10 @@ class Likeness:
 
     def __init__(self) -> None:
         self._kinds: dict[tuple, _Alike] = {}
+        #: the flight recorder calls are stamped in (None: not stamped),
+        #: and the note of the call being launched (set by the engine)
+        self.recorder = None
+        self.note: tuple | None = None
 
     def alike(self, name, algorithm, buf, a, b, c) -> bool:
         """Run this call if one alike to it was kept; False if it must take
@@ -135,7 +139,19 @@ class Likeness:
         key = (name, algorithm, likeness(buf), likeness(a), likeness(b),
                likeness(c))
         kept = kinds.get(key)
-        return kept is not None and kept.made((buf, a, b, c))
+        if kept is None:
+            return False
+        rec = self.recorder
+        if rec is None:
+            return kept.made((buf, a, b, c))
+        seq = rec.begin(kept.note)
+        try:
+            made = kept.made((buf, a, b, c))
+        finally:
+            rec.end(seq)
+        if not made:  # refused before any message: the full path makes it
+            rec.undo(seq)
+        return made
 
     def remember(self, memo, call: Callable, args: tuple,
                  flat: bool = False) -> None:
@@ -179,7 +195,7 @@ class Likeness:
             del self._kinds[next(iter(self._kinds))]  # the oldest
         self._kinds[key] = _Alike(call, tuple(slots), flat,
                                   tuple(buffers) if len(buffers) == 2
-                                  else None, tuple(held))
+                                  else None, tuple(held), self.note)
 
     def forget(self) -> None:
         self._kinds.clear()
@@ -194,12 +210,13 @@ class _Alike:
     holds. A :class:`Rerun`'s ``recent`` holds weak references to the
     arrays of its last :data:`RECENT` calls, by the id of the first."""
 
-    __slots__ = ("call", "flat", "held", "one", "pair", "pick", "recent",
-                 "slots")
+    __slots__ = ("call", "flat", "held", "note", "one", "pair", "pick",
+                 "recent", "slots")
 
-    def __init__(self, call, slots, flat, pair, held) -> None:
+    def __init__(self, call, slots, flat, pair, held, note) -> None:
         self.call, self.slots, self.flat, self.pair, self.held = \
             call, slots, flat, pair, held
+        self.note = note  # the flight recorder's note of the kept call
         self.pick = itemgetter(*slots) if slots and not flat else _none
         self.one = len(slots) == 1
         self.recent: dict[int, tuple] = {}

@@ -24,7 +24,9 @@ As in MPI, every rank starts its persistent collectives in the same order,
 the buffers are read at ``Start`` and written by completion, and starting
 a request that is still active is an error (``MPI.ERR_REQUEST``). In
 check mode the call is checked once, when it is prepared; under a
-deadline every ``Wait()`` is bounded.
+polled deadline every ``Wait()`` is bounded; each run is numbered and
+stamped in the flight recorder (:mod:`mpicoll.guard.recorder`), where the
+watch thread's deadline sees it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from mpi4py import MPI
 from mpicoll.engine import progress
 from mpicoll.device.cuda import location
 from mpicoll.errors import MPIArgumentError
+from mpicoll.guard.recorder import note_of, now
 from mpicoll.engine.executor import (
     Execution,
     ShortRound,
@@ -56,11 +59,14 @@ class Persistent:
     ``free()`` releases what was prepared; ``watch`` is the communicator's
     ``(Watchdog, seq)`` when it has a deadline."""
 
-    def __init__(self, where: dict, start, free=None, watch=None) -> None:
+    def __init__(self, where: dict, start, free=None, watch=None,
+                 stamp=None) -> None:
         self._where = where
         self._start = start
         self._free = free
         self._watch = watch
+        self._stamp = stamp  # (Recorder, note): each run recorded
+        self._seq = 0  # the current run's number in the recorder
         self._work = None  # the current run, None while inactive
 
     def __repr__(self) -> str:
@@ -89,7 +95,12 @@ class Persistent:
     def Start(self) -> None:
         """Run the prepared collective once (MPI ``Start``)."""
         self._refuse_start(self._start is None)
+        stamp = self._stamp
+        if stamp is not None:
+            self._seq = stamp[0].begin(stamp[1], False)
         work = self._start()
+        if stamp is not None:
+            work.stamp(stamp[0], self._seq)
         if self._watch is not None:
             work.watch(*self._watch)
         self._work = work
@@ -135,8 +146,9 @@ class _Direct(Persistent):
     the active-request rule. Subclasses say how a run begins
     (``_begin``), is waited for (``_block``) and tested (``_poll``)."""
 
-    def __init__(self, where: dict, free) -> None:
+    def __init__(self, where: dict, free, stamp) -> None:
         super().__init__(where, None, free)
+        self._recorder, self._note = stamp or (None, None)
         self._running = False
         self._freed = False
 
@@ -149,15 +161,32 @@ class _Direct(Persistent):
             self._refuse_start(self._freed)
         self._begin()
         self._running = True
+        rec = self._recorder
+        if rec is not None:  # Recorder.begin, inlined (a posted call)
+            seq = self._seq = rec.seq = rec.seq + 1
+            i = seq % rec.slots
+            rec.notes[i] = self._note
+            rec.begun[i] = now()
 
     start = Start
 
     def _completed(self) -> None:
         self._running = False
+        rec = self._recorder
+        if rec is not None:
+            rec.ended[self._seq % rec.slots] = now()
 
     def Wait(self, status=None) -> bool:
         if self._running:
-            self._block()
+            rec = self._recorder
+            if rec is None:
+                self._block()
+            else:  # this rank is blocked in the run meanwhile
+                rec.blocked = self._seq
+                try:
+                    self._block()
+                finally:
+                    rec.blocked = 0
             self._completed()
         return True
 
@@ -187,8 +216,9 @@ class NativePersistent(_Direct):
     nothing to run at completion: ``Start`` and ``Wait`` go straight to
     it."""
 
-    def __init__(self, where: dict, request: MPI.Prequest) -> None:
-        super().__init__(where, request.Free)
+    def __init__(self, where: dict, request: MPI.Prequest,
+                 stamp=None) -> None:
+        super().__init__(where, request.Free, stamp)
         self._request = request
         self._begin = request.Start
         self._block = request.Wait
@@ -210,8 +240,8 @@ class ScheduledPersistent(_Direct):
     request (:func:`~mpicoll.engine.executor.short_round`)."""
 
     def __init__(self, where: dict, steps, comm, tag: int, stage, finish,
-                 owners, free) -> None:
-        super().__init__(where, free)
+                 owners, free, stamp=None) -> None:
+        super().__init__(where, free, stamp)
         self._steps = steps
         self._comm = comm
         self._tag = tag
@@ -257,6 +287,8 @@ def prepare(engine, call, watch=None) -> Persistent:
     ``watch``: the ``(Watchdog, seq)`` every run's wait is bounded by."""
     alg = engine.algorithm_for(call, "persistent")
     where = engine.where_alg(call, alg)
+    stamp = None if engine.recorder is None else (
+        engine.recorder, note_of(call, alg.name, PERSISTENT))
     recv, finish, owners = call.recv, call.finish, call.owners
     on_device = None if type(recv) is np.ndarray else location(recv)
     free = None
@@ -283,7 +315,7 @@ def prepare(engine, call, watch=None) -> Persistent:
                 stage is None:
             engine.explain_prepared(call, alg, "the MPI library's "
                                     "persistent request")
-            return NativePersistent(where, request)
+            return NativePersistent(where, request, stamp)
 
         def start():
             if stage is not None:  # the request reads mpicoll's copy
@@ -309,7 +341,8 @@ def prepare(engine, call, watch=None) -> Persistent:
             engine.explain_prepared(call, alg, f"schedule of {len(steps)} "
                                     f"steps, its messages persistent requests")
             return ScheduledPersistent(where, steps, ctx.comm, tag,
-                                       call.stage, finish, owners, free)
+                                       call.stage, finish, owners, free,
+                                       stamp)
 
         def start():
             if call.stage is not None:
@@ -324,7 +357,7 @@ def prepare(engine, call, watch=None) -> Persistent:
         "the MPI library's persistent request" if alg.native
         else f"schedule of {len(steps)} steps, its messages persistent "
         "requests")
-    return Persistent(where, start, free, watch)
+    return Persistent(where, start, free, watch, stamp)
 
 
 def startall(requests) -> None:

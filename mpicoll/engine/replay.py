@@ -21,6 +21,10 @@ tutorial does) both replay, and a list changed in place is parsed again.
 A blocking call on *new* objects alike to a kept call's runs by its
 likeness instead (:mod:`mpicoll.engine.likeness`).
 
+Where the engine records calls (:mod:`mpicoll.guard.recorder`), a kept
+run is wrapped once in the recorder's stamping closure, so that a replay
+is numbered and stamped as a full call is (about 0.15 us more).
+
 Cost of a hit (``bench/wrap_cost.py forms``, the "same" column): a tuple,
 a dict lookup and about ten comparisons, some 0.3-0.6 us over mpi4py's
 own call; a spec adds a check of its items.
@@ -136,9 +140,13 @@ class Replays(Likeness):
         (calls of two algorithms made in turn on the same arrays keep an
         entry each)."""
         name, algorithm, buf, a, b, c = memo
+        if self.check_first is not None and table is self._restarts:
+            return  # a relaunch may decline (plan busy) after checking
+        rec = self.recorder
+        if rec is not None:  # numbered and stamped on each run
+            run = rec.wrap(run, self.note) if table is self._replays \
+                else _posting(rec, run, self.note)
         if self.check_first is not None:
-            if table is self._restarts:
-                return  # a relaunch may decline (plan busy) after checking
             run = _after(self.check_first, run)
         objects = (buf, a, b, c)
         arrays = [o for o in objects if hasattr(o, "dtype")]
@@ -306,6 +314,22 @@ def _after(first, run):
         return run()
 
     return checked
+
+
+def _posting(rec, start, note):
+    """A nonblocking call's kept launch ``start``, numbered and stamped
+    as posted in ``rec`` (none if it declines: the full path then makes
+    it under the same number)."""
+    def posted():
+        seq = rec.begin(note, False)
+        work = start()
+        if work is None:
+            rec.undo(seq)
+        else:
+            work.stamp(rec, seq)
+        return work
+
+    return posted
 
 
 def _never_restarted(name, algorithm, buf, a=None, b=None, c=None):

@@ -47,9 +47,22 @@ class Work:
         if execution is not None and execution.done:
             self._complete()
 
+    _stamp = None  # (Recorder, seq): the call in the flight recorder
+
+    def stamp(self, recorder, seq: int) -> None:
+        """This call is ``seq`` in ``recorder``
+        (:mod:`mpicoll.guard.recorder`): its waits mark this rank blocked
+        in it, its completion ends it."""
+        if self._completed:
+            recorder.end(seq)
+        else:
+            self._stamp = (recorder, seq)
+
     def _complete(self) -> None:
         if not self._completed:
             self._completed = True
+            if self._stamp is not None:
+                self._stamp[0].end(self._stamp[1])
             if self._device is not None:
                 target, end = self._device
                 order_caller(target, end)
@@ -106,6 +119,21 @@ class Work:
         the peers where they are, then aborts or raises)."""
         if self._completed:
             return
+        stamp = self._stamp
+        if stamp is None:
+            self._wait(timeout)
+            return
+        recorder, seq = stamp
+        recorder.blocked = seq
+        recorder.inflight = self._execution  # round and peer, hand-built
+        try:
+            self._wait(timeout)
+        finally:
+            if recorder.blocked == seq:
+                recorder.blocked = 0
+                recorder.inflight = None
+
+    def _wait(self, timeout: float | None) -> None:
         if timeout is None and self._watch is not None:
             watchdog, seq = self._watch
             watchdog.wait(self.test, seq, self._where["collective"],
@@ -152,7 +180,7 @@ class RequestWork(Work):
         self._completed = False
 
     def wait(self, timeout: float | None = None) -> None:
-        if timeout is None and self._watch is None:
+        if timeout is None and self._watch is None and self._stamp is None:
             if not self._completed:  # Work._complete, inlined (no device
                 self._request.Wait()  # events here): 0.05 us per call
                 self._completed = True

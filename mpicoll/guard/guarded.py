@@ -9,9 +9,15 @@ before the call's first message meets the peers at the check exchange
 they wait in, instead of leaving them there. Unguarded communicators keep
 the plain class, so neither mode costs anything when off.
 
-Settings: ``MPICOLL_CHECK`` (``1``/``0``), ``MPICOLL_TIMEOUT`` (seconds,
-> 0) and ``MPICOLL_ON_TIMEOUT`` (``abort`` or ``raise``), overridden by the
-faces' keywords ``check=``, ``timeout=``, ``on_timeout=``.
+A deadline kept by the watch thread (:mod:`mpicoll.guard.deadline`: the
+default) needs no guarded class: only check mode and the polled deadline
+(``on_timeout="raise"``, or a deadline below ``MPI_THREAD_MULTIPLE``) do.
+
+Settings: ``MPICOLL_CHECK`` (``1``/``0``), ``MPICOLL_TIMEOUT`` (seconds;
+``0`` for none; unset: :data:`~mpicoll.guard.deadline.DEFAULT_TIMEOUT`
+where the watch thread can keep it, else none) and ``MPICOLL_ON_TIMEOUT``
+(``abort`` or ``raise``), overridden by the faces' keywords ``check=``,
+``timeout=`` (``0``: none) and ``on_timeout=``.
 """
 
 from __future__ import annotations
@@ -21,7 +27,10 @@ import math
 import os
 from typing import NamedTuple
 
+from mpi4py import MPI
+
 from mpicoll.errors import InvalidArgumentError
+from mpicoll.guard.deadline import DEFAULT_TIMEOUT
 from mpicoll.guard.watchdog import ACTIONS
 
 CHECK_VAR = "MPICOLL_CHECK"
@@ -33,10 +42,23 @@ class Guard(NamedTuple):
     check: bool = False
     timeout: float | None = None  # seconds; None: no deadline
     on_timeout: str = "abort"
+    threaded: bool = True  # MPI_THREAD_MULTIPLE: a watch thread may run
+
+    @property
+    def watched(self) -> bool:
+        """The deadline is kept by the watch thread."""
+        return self.timeout is not None and self.threaded and \
+            self.on_timeout == "abort"
+
+    @property
+    def polled(self) -> bool:
+        """The deadline is kept by polling each call."""
+        return self.timeout is not None and not self.watched
 
     @property
     def on(self) -> bool:
-        return self.check or self.timeout is not None
+        """Calls go through the guarded class and launch."""
+        return self.check or self.polled
 
 
 def guard_settings(check=None, timeout=None, on_timeout=None) -> Guard:
@@ -46,28 +68,36 @@ def guard_settings(check=None, timeout=None, on_timeout=None) -> Guard:
     if check is None:
         check = os.environ.get(CHECK_VAR, "").strip().lower() not in (
             "", "0", "false", "no", "off")
-    if timeout is None:
-        text = os.environ.get(TIMEOUT_VAR, "").strip()
-        timeout = _seconds(text, TIMEOUT_VAR) if text else None
-    elif timeout is not None:
-        timeout = _seconds(timeout, "timeout")
     if on_timeout is None:
         on_timeout = os.environ.get(ON_TIMEOUT_VAR, "").strip() or "abort"
     if on_timeout not in ACTIONS:
         raise InvalidArgumentError(
             f"on_timeout ({ON_TIMEOUT_VAR}) must be one of {ACTIONS}, got "
             f"{on_timeout!r}")
-    return Guard(bool(check), timeout, on_timeout)
+    threaded = MPI.Query_thread() == MPI.THREAD_MULTIPLE
+    if timeout is None:
+        text = os.environ.get(TIMEOUT_VAR, "").strip()
+        if text:
+            timeout = _seconds(text, TIMEOUT_VAR)
+        elif threaded and on_timeout == "abort":
+            timeout = DEFAULT_TIMEOUT
+    else:
+        timeout = _seconds(timeout, "timeout")
+    return Guard(bool(check), timeout, on_timeout, threaded)
 
 
-def _seconds(value, name: str) -> float:
+def _seconds(value, name: str) -> float | None:
+    """A timeout in seconds; None for ``0`` (no deadline)."""
     try:
         seconds = float(value)
     except (TypeError, ValueError):
         seconds = math.nan
+    if seconds == 0:
+        return None
     if not (seconds > 0 and math.isfinite(seconds)):
         raise InvalidArgumentError(
-            f"{name} must be a positive number of seconds, got {value!r}")
+            f"{name} must be a number of seconds (0: no deadline), got "
+            f"{value!r}")
     return seconds
 
 

@@ -1,34 +1,31 @@
-"""Deadlines: no collective call waits forever.
+"""Polled deadlines, and the where-are-you exchange every deadline uses.
 
-With ``MPICOLL_TIMEOUT=SECONDS`` or ``mpicoll.Comm(comm, timeout=SECONDS)``
-every collective call on the communicator has a deadline: blocking calls
-are made in their nonblocking form and polled (a native call as the MPI
-library's ``I`` call, a hand-built one as its schedule's execution), and
-``Work.wait()`` with no timeout of its own waits at most that long. While
-it waits a rank answers *where are you* queries from its peers.
+The default deadline is kept by a watch thread
+(:mod:`mpicoll.guard.deadline`). With ``on_timeout="raise"``
+(``MPICOLL_ON_TIMEOUT=raise``), or a deadline below
+``MPI_THREAD_MULTIPLE``, it is polled instead (:class:`Watchdog`):
+blocking calls are made in their nonblocking form and tested (a native
+call as the MPI library's ``I`` call, a hand-built one as its schedule's
+execution), and ``Work.wait()`` with no timeout of its own waits at most
+that long, answering the peers' queries meanwhile.
 
-When the deadline passes, the rank asks every peer where it is (one
-8-byte message each on the private communicator, reserved tags) and
-listens for a short grace period (a quarter of the timeout, 0.2 s to
-2 s), still testing its own call. A peer waiting in a call with a
-deadline answers with its call's sequence number and collective; one that
-does not answer is not inside an mpicoll call on this communicator (it
-has not arrived: busy, blocked in something else, stopped or dead). The
-rank then raises :class:`~mpicoll.errors.CollectiveTimeoutError` naming
-the collective, its sequence number, the ranks that have not arrived,
-the ranks at other calls, and (hand-built algorithms) the messages still
-pending.
+The exchange (:class:`Asking`): past the deadline a rank asks every peer
+where it is (8 bytes each on the private communicator, on two reserved
+tags) and listens for :func:`grace` seconds, still testing its own call.
+Each peer answers from its flight recorder
+(:mod:`mpicoll.guard.recorder`): its last call, the call it is blocked in
+and that call's collective. A peer that does not answer is unresponsive,
+stopped or dead; one in no call, or at an earlier one, has not arrived.
+The rank then raises :class:`~mpicoll.errors.CollectiveTimeoutError`
+naming the call, the ranks that have not arrived, the ranks at other
+calls and (hand-built algorithms) the messages still pending, or, with
+``"abort"``, writes its trace file (:mod:`mpicoll.guard.dump`) and the
+message and ends the job (``MPI_Abort``).
 
-What happens next is ``MPICOLL_ON_TIMEOUT`` / ``on_timeout=``:
-``"abort"`` (the default, as NCCL's watchdog does: the message goes to
-stderr and ``MPI_Abort`` ends the whole job, since a communicator with a
-collective half done cannot be used again) or ``"raise"`` (the error is
-raised and the communicator is left to the caller, the call still posted:
-catch it to report, then end the job or stop using the communicator).
-
-Costs: a blocking call under a deadline is an ``I`` call plus a test loop
-(spinning for the first millisecond, then sleeping up to 1 ms between
-tests, so a long call may return up to 1 ms late) and it is not replayed.
+Costs of the polled path: a blocking call is an ``I`` call plus a test
+loop (spinning for the first millisecond, then sleeping up to 1 ms
+between tests, so a long call may return up to 1 ms late) and it is not
+replayed.
 """
 
 from __future__ import annotations
@@ -40,6 +37,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll.collectives import COLLECTIVES
+from mpicoll.guard import dump
 from mpicoll.errors import CollectiveTimeoutError, spans
 
 ACTIONS = ("abort", "raise")
@@ -52,37 +50,31 @@ ABORT_GRACE = 0.5
 
 
 class Watchdog:
-    """Deadlines for one communicator's calls: ``timeout`` seconds, then
-    ``action`` (``"abort"`` or ``"raise"``). ``comm`` is the private
-    communicator; ``tags`` the two tags reserved for queries and replies."""
+    """Polled deadlines for one communicator's calls (``on_timeout=
+    "raise"``, or below ``MPI_THREAD_MULTIPLE``): ``timeout`` seconds,
+    then ``action``. ``comm`` is the private communicator, ``recorder``
+    its :class:`~mpicoll.guard.recorder.Recorder`; ``tags`` the two tags
+    reserved for queries and replies."""
 
     def __init__(self, comm, rank: int, timeout: float, action: str,
-                 tags: tuple[int, int]) -> None:
-        self.comm = comm
-        self.rank = rank
+                 tags: tuple[int, int], recorder) -> None:
+        self.asking = Asking(comm, rank, tags, recorder)
         self.timeout = timeout
         self.action = action
-        self.query_tag, self.reply_tag = tags
-        self._replies: list[MPI.Request] = []  # answers still in flight
-        self._here: tuple[int, int] = (0, -1)  # (seq, collective number)
 
     def wait(self, test, seq: int, collective: str, where: dict,
              pending=None) -> None:
         """Call ``test()`` until it returns True, answering queries; past
         the deadline, ask the peers where they are and raise or abort.
         ``pending()`` (optional) lists the messages still outstanding."""
-        self._here = (seq, NAMES.index(collective)
-                      if collective in COLLECTIVES else -1)
-        try:
-            if self._poll(test, time.monotonic() + self.timeout):
-                return
-            answers = self._ask(seq, test)
-            if answers is None:  # it completed while we asked
-                return
-            error = self._error(seq, collective, answers,
-                                pending() if pending else (), where)
-        finally:
-            self._here = (0, -1)
+        asking = self.asking
+        if _poll(test, time.monotonic() + self.timeout, asking.serve):
+            return
+        answers = asking.ask(seq, test, grace(self.timeout))
+        if answers is None:  # it completed while we asked
+            return
+        error = asking.error(seq, self.timeout, answers,
+                             pending() if pending else (), where)
         _fail(error, self.action)
 
     def complete(self, request, seq: int, collective: str,
@@ -90,72 +82,121 @@ class Watchdog:
         """Wait for an MPI request under the deadline."""
         self.wait(request.Test, seq, collective, where)
 
-    # ------------------------------------------------------------ queries
+
+class Asking:
+    """The where-are-you exchange of one communicator: answering the
+    peers' queries from its recorder (:meth:`serve`), and asking them
+    (:meth:`ask`). A query is the asker's call number (8 bytes); an
+    answer ``(that number, the last call begun, the call blocked in or
+    0, its collective's number)``."""
+
+    def __init__(self, comm, rank: int, tags: tuple[int, int],
+                 recorder) -> None:
+        self.comm = comm
+        self.rank = rank
+        self.query_tag, self.reply_tag = tags
+        self.recorder = recorder
+        self.replies: list[MPI.Request] = []  # answers still in flight
+        self.on_query = None  # called before answering (a trace dump)
+
+    def here(self) -> tuple[int, int, int]:
+        """``(last call begun, call blocked in or 0, its collective)``."""
+        rec = self.recorder
+        seq, blocked = rec.seq, rec.blocked
+        note = rec.note_at(blocked or seq)
+        number = NAMES.index(note[0]) if note is not None else -1
+        return seq, blocked, number
 
     def serve(self) -> None:
-        """Answer every query that has arrived: ``(query's seq, this
-        rank's call seq, its collective number)``."""
+        """Answer every query that has arrived (matched probes: the
+        watch thread and a polled wait may serve at once)."""
         comm, status = self.comm, MPI.Status()
-        while comm.Iprobe(MPI.ANY_SOURCE, self.query_tag, status):
-            source = status.Get_source()
-            asked = np.empty(1, np.int64)
-            comm.Recv(asked, source, self.query_tag)
-            answer = np.array([asked[0], *self._here], np.int64)
-            self._replies.append(comm.Isend(answer, source, self.reply_tag))
-        if self._replies:
-            self._replies = [r for r in self._replies if not r.Test()]
+        asked = np.empty(1, np.int64)
+        while True:
+            message = comm.Improbe(MPI.ANY_SOURCE, self.query_tag, status)
+            if message is None:
+                break
+            message.Recv(asked)
+            if self.on_query is not None:
+                self.on_query()
+            answer = np.array([asked[0], *self.here()], np.int64)
+            self.replies.append(comm.Isend(answer, status.Get_source(),
+                                           self.reply_tag))
+        if self.replies:
+            self.replies = [r for r in self.replies if not r.Test()]
 
-    def _poll(self, test, deadline: float) -> bool:
-        return _poll(test, deadline, self.serve)
-
-    def _ask(self, seq: int, test) -> dict | None:
-        """Every peer's answer ``{rank: (seq, collective number)}`` within
-        the grace period, or None if ``test()`` turned True meanwhile."""
+    def ask(self, seq: int, test, patience: float) -> dict | None:
+        """Every peer's answer ``{rank: (last, blocked, collective)}``
+        within ``patience`` seconds, or None if ``test()`` turned True
+        meanwhile."""
         comm, size = self.comm, self.comm.Get_size()
         peers = [q for q in range(size) if q != self.rank]
         asked = np.array([seq], np.int64)
         for q in peers:
             comm.Isend(asked, q, self.query_tag).Free()
-        answers: dict[int, tuple[int, int]] = {}
-        status, answer = MPI.Status(), np.empty(3, np.int64)
-        end = time.monotonic() + min(2.0, max(0.2, self.timeout / 4))
+        answers: dict[int, tuple[int, int, int]] = {}
+        status, answer = MPI.Status(), np.empty(4, np.int64)
+        end = time.monotonic() + patience
         while len(answers) < len(peers) and time.monotonic() < end:
             if test():
                 return None
             self.serve()
-            while comm.Iprobe(MPI.ANY_SOURCE, self.reply_tag, status):
-                source = status.Get_source()
-                comm.Recv(answer, source, self.reply_tag)
+            while True:
+                message = comm.Improbe(MPI.ANY_SOURCE, self.reply_tag,
+                                       status)
+                if message is None:
+                    break
+                message.Recv(answer)
                 if answer[0] == seq:  # not a late answer to an old query
-                    answers[source] = (int(answer[1]), int(answer[2]))
-            time.sleep(1e-4)
+                    answers[status.Get_source()] = tuple(
+                        int(x) for x in answer[1:])
+            time.sleep(1e-3)
         return answers
 
-    def _error(self, seq: int, collective: str, answers: dict, pending,
-               where: dict) -> CollectiveTimeoutError:
+    def error(self, seq: int, timeout: float, answers: dict, pending,
+              where: dict) -> CollectiveTimeoutError:
+        """The report of call ``seq`` after ``timeout`` seconds, from the
+        peers' ``answers``."""
         size = self.comm.Get_size()
-        missing = [q for q in range(size)
-                   if q != self.rank and q not in answers]
-        mine = self._here
-        here = [q for q in range(size) if q == self.rank
-                or answers.get(q) == mine]
-        elsewhere = {q: a for q, a in answers.items() if a != mine}
-        parts = [f"call #{seq} not complete after {self.timeout:g} s"]
-        if missing:
-            parts.append(f"not arrived: {_ranks(missing)} (no answer: "
-                         f"not inside an "
-                         f"mpicoll call on this communicator; busy, blocked "
-                         f"elsewhere, stopped or dead)")
-        if elsewhere:
+        missing, here, elsewhere = sorted_answers(
+            self.rank, size, seq, self.here()[2], answers)
+        parts = [f"call #{seq} not complete after {timeout:g} s"]
+        late = [q for q in elsewhere if not elsewhere[q][1]
+                and elsewhere[q][0] < seq]  # answered from before the call
+        if missing or late:
+            parts.append("not arrived: " + "; ".join(
+                f"rank {q} (no answer: unresponsive, stopped or dead)"
+                if q in missing else f"rank {q} ({_call(*elsewhere[q])})"
+                for q in sorted(missing + late)))
+        others = sorted(q for q in elsewhere if q not in late)
+        if others:
             parts.append("at other calls: " + "; ".join(
-                f"rank {q} at {_call(*elsewhere[q])}"
-                for q in sorted(elsewhere)))
+                f"rank {q} {_call(*elsewhere[q])}" for q in others))
         parts.append(f"waiting in it: {_ranks(here)}")
         if pending:
             parts.append("still pending here: " + ", ".join(pending))
         return CollectiveTimeoutError(
-            "; ".join(parts), pending=pending, missing=missing, seq=seq,
-            **where)
+            "; ".join(parts), pending=pending, missing=sorted(missing + late),
+            seq=seq, **where)
+
+
+def sorted_answers(rank: int, size: int, seq: int, number: int,
+                   answers: dict) -> tuple[list, list, dict]:
+    """``(missing, here, elsewhere)``: the ranks that did not answer, the
+    ranks in call ``seq`` (collective ``number``) as this one is, and the
+    others' answers."""
+    missing = [q for q in range(size) if q != rank and q not in answers]
+    here = [q for q in range(size) if q == rank or (
+        answers.get(q, (0, 0, 0))[1] == seq and answers[q][2] == number)]
+    elsewhere = {q: a for q, a in answers.items() if q not in here}
+    return missing, here, elsewhere
+
+
+def grace(timeout: float) -> float:
+    """Seconds a rank listens for its peers' answers: a quarter of the
+    timeout, within 0.5 s to 3 s (the watch thread answers within its
+    period, :func:`mpicoll.guard.deadline.period`, at most 1 s)."""
+    return min(3.0, max(0.5, timeout / 4))
 
 
 def bounded(request, what: str, *, timeout: float, action: str,
@@ -197,6 +238,7 @@ def _fail(error: CollectiveTimeoutError, action: str):
     """Raise ``error``, or with ``action`` ``"abort"`` write it to stderr
     and abort the job."""
     if action == "abort":
+        dump.dump("abort")
         sys.stderr.write(f"{error}\nmpicoll: aborting the job "
                          f"(MPICOLL_ON_TIMEOUT=raise leaves it to the "
                          f"program)\n")
@@ -210,8 +252,11 @@ def _ranks(ranks: list[int]) -> str:
     return f"{'ranks' if len(ranks) > 1 else 'rank'} {spans(ranks)}"
 
 
-def _call(seq: int, number: int) -> str:
-    if seq == 0:
-        return "no collective"
+def _call(seq: int, blocked: int, number: int) -> str:
+    """Where a peer said it is, in words."""
     name = NAMES[number] if 0 <= number < len(NAMES) else "a collective"
-    return f"call #{seq} ({name})"
+    if blocked:
+        return f"in call #{blocked} ({name})"
+    if seq == 0:
+        return "in no collective, none made yet"
+    return f"in no collective, its last call #{seq} {name}"

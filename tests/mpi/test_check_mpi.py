@@ -132,7 +132,7 @@ def test_a_local_error_on_one_rank_raises_everywhere(comm):
 def test_a_mismatch_after_500_good_calls_names_its_number(comm):
     x, y = np.ones(3), np.empty(3)
     comm.Barrier()
-    start = comm._engine.ctx.calls  # the sequence so far (the same on all)
+    start = comm._engine.recorder.seq  # the sequence so far (the same on all)
     assert len(set(WORLD.allgather(start))) == 1
     for _ in range(500):
         comm.Allreduce(x, y, MPI.SUM)
@@ -248,10 +248,24 @@ def test_verdicts_read_well():
 
 
 def test_bad_settings_fail_at_creation(monkeypatch):
-    with pytest.raises(errors.InvalidArgumentError, match="positive"):
+    with pytest.raises(errors.InvalidArgumentError, match="number of sec"):
         mpicoll.Comm(WORLD, timeout=-1)
     with pytest.raises(errors.InvalidArgumentError, match="on_timeout"):
         mpicoll.Comm(WORLD, timeout=5, on_timeout="ignore")
     monkeypatch.setenv("MPICOLL_TIMEOUT", "soon")
     with pytest.raises(errors.InvalidArgumentError, match="MPICOLL_TIMEOUT"):
         mpicoll.Comm(WORLD)
+
+
+def test_the_default_deadline_and_how_to_turn_it_off(monkeypatch):
+    """600 s by default, kept by the watch thread (no guarded class, calls
+    replayed); 0 turns it off, from the keyword or the environment."""
+    monkeypatch.delenv("MPICOLL_TIMEOUT", raising=False)
+    monkeypatch.delenv("MPICOLL_ON_TIMEOUT", raising=False)
+    guard = mpicoll.Comm(WORLD)._settings.guard
+    assert guard.timeout == 600.0 and guard.watched and not guard.polled
+    assert mpicoll.Comm(WORLD, timeout=0)._settings.guard.timeout is None
+    monkeypatch.setenv("MPICOLL_TIMEOUT", "0")
+    assert mpicoll.Comm(WORLD)._settings.guard.timeout is None
+    raised = mpicoll.Comm(WORLD, timeout=5, on_timeout="raise")
+    assert raised._settings.guard.polled

@@ -278,7 +278,9 @@ class Snapshot:
     """What :func:`assert_flat` compares. The replay cache is emptied
     first (its size is checked against its bound): it holds up to 32
     calls' objects, ~1,000 blocks, and is cleared when full, so where a
-    measurement lands in its cycle would otherwise be noise.
+    measurement lands in its cycle would otherwise be noise. So is the
+    flight recorder's ring (mpicoll.guard.recorder), for the same reason:
+    its last 2,000 calls' stamps and, for calls not replayed, notes.
 
     The census (:func:`live`) lists every object: megabytes of lists,
     which can leave malloc's heap that much larger. So no census runs
@@ -290,6 +292,10 @@ class Snapshot:
         settle()
         self.caches = caches(comm)
         comm._engine.forget_replays()
+        ring = comm._engine.ctx.recorder
+        for kept, empty in ((ring.notes, None), (ring.begun, 0.0),
+                            (ring.ended, 0.0)):
+            kept[:] = [empty] * ring.slots
         if census == "before":
             self.live = live()
         gc.collect()

@@ -1,0 +1,148 @@
+"""Writing the flight recorder out: one trace file per process.
+
+Every communicator's :class:`~mpicoll.guard.recorder.Recorder` is listed
+here while its communicator lives (:func:`register`). :func:`dump` writes
+them all to ``MPICOLL_TRACE_DIR`` (default: the current directory) as
+``mpicoll-trace-rank<R>.json``, R the process's rank in
+``MPI.COMM_WORLD``, replacing the file of an earlier dump. It is called
+when a deadline expires (on the rank that finds it, and on every rank it
+asks where it is), before mpicoll aborts the job, by
+:func:`mpicoll.dump_trace`, when an exception leaves a program that made
+collective calls (the hook chains ``sys.excepthook``), and on a signal
+(``MPICOLL_TRACE_SIGNAL``, default ``USR1``; ``off`` installs nothing):
+the handler chains the one the program or its batch system installed
+before it. Python runs signal
+handlers in the main thread between bytecodes, so a rank blocked inside
+an MPI call writes its file when the call returns (or when its deadline
+expires, from the watch thread).
+
+The file (``"format": "mpicoll-trace 1"``): ``rank``, ``world_size``,
+``host``, ``pid``, ``time`` and ``reason`` of the dump, and per
+communicator its ``id`` (the same string on every member: the world
+ranks of its group and its number among this process's communicators
+over that group), ``ranks`` (world rank of each communicator rank),
+``rank``, ``name``, ``seq`` (the last call begun), ``blocked`` (the call
+this rank is blocked in, 0: none) and ``calls``
+(:meth:`~mpicoll.guard.recorder.Recorder.calls`, oldest first).
+``python -m mpicoll.trace DIR`` reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import weakref
+
+from mpi4py import MPI
+
+from mpicoll.errors import spans
+
+DIR_VAR = "MPICOLL_TRACE_DIR"
+SIGNAL_VAR = "MPICOLL_TRACE_SIGNAL"
+FORMAT = "mpicoll-trace 1"
+
+_lock = threading.Lock()
+_recorded: dict[int, tuple] = {}  # id(recorder) -> (weakref, facts)
+_ordinals: dict[str, int] = {}  # group's world ranks -> communicators
+_signal_done = False
+
+
+def register(recorder, comm) -> str:
+    """List ``recorder``, ``comm``'s (collective in effect: every member
+    registers its communicators in the same order); its id."""
+    world = MPI.COMM_WORLD.Get_group()
+    group = comm.Get_group()
+    try:
+        ranks = group.Translate_ranks(list(range(group.Get_size())), world)
+    finally:
+        group.Free()
+        world.Free()
+    key = spans(ranks)
+    with _lock:
+        _ordinals[key] = ordinal = _ordinals.get(key, 0) + 1
+        ident = f"{key}#{ordinal}"
+        _recorded[id(recorder)] = (weakref.ref(recorder), {
+            "id": ident, "ranks": [int(r) for r in ranks],
+            "rank": comm.Get_rank(), "name": comm.Get_name()})
+    _install_signal()
+    return ident
+
+
+def unregister(recorder) -> None:
+    with _lock:
+        _recorded.pop(id(recorder), None)
+
+
+def dump(reason: str, if_called: bool = False) -> str | None:
+    """Write this process's trace file (``reason``: why); its path, or
+    None when no communicator keeps calls (``if_called``: or none has
+    made one) or the file cannot be written (a dump must never stop what
+    called it)."""
+    with _lock:
+        entries = [(ref(), facts) for ref, facts in _recorded.values()]
+    comms = [{**facts, "seq": rec.seq, "blocked": rec.blocked,
+              "calls": rec.calls()}
+             for rec, facts in entries if rec is not None and rec.size]
+    if not comms or (if_called and not any(c["seq"] for c in comms)):
+        return None
+    world = MPI.COMM_WORLD
+    rank = world.Get_rank()
+    folder = os.environ.get(DIR_VAR, "").strip() or "."
+    path = os.path.join(folder, f"mpicoll-trace-rank{rank}.json")
+    data = {"format": FORMAT, "rank": rank, "world_size": world.Get_size(),
+            "host": MPI.Get_processor_name(), "pid": os.getpid(),
+            "time": time.time(), "reason": reason, "communicators": comms}
+    try:
+        os.makedirs(folder, exist_ok=True)
+        part = f"{path}.{os.getpid()}.part"
+        with open(part, "w") as out:
+            json.dump(data, out)
+        os.replace(part, path)
+    except OSError:
+        return None
+    return path
+
+
+def dump_trace() -> str | None:
+    """Write this process's flight-recorder trace file now (every
+    communicator's last calls, :mod:`mpicoll.guard.dump`); its path, or
+    None if nothing is recorded or the file cannot be written. Local: call
+    it on every rank for a full set."""
+    return dump("dump_trace")
+
+
+def _install_signal() -> None:
+    """Dump on ``MPICOLL_TRACE_SIGNAL`` (once per process, from the main
+    thread only, as Python requires), chaining the previous handler; and
+    on an uncaught exception, chaining ``sys.excepthook``."""
+    global _signal_done
+    if _signal_done or threading.current_thread() is not \
+            threading.main_thread():
+        return
+    _signal_done = True
+    hook = sys.excepthook
+
+    def on_exception(kind, value, traceback):
+        dump("exception", if_called=True)
+        hook(kind, value, traceback)
+
+    sys.excepthook = on_exception
+    name = os.environ.get(SIGNAL_VAR, "USR1").strip().upper()
+    if name in ("", "0", "OFF", "NONE", "NO"):
+        return
+    signum = getattr(signal, name if name.startswith("SIG") else
+                     f"SIG{name}", None)
+    if not isinstance(signum, signal.Signals):
+        return
+    before = signal.getsignal(signum)
+
+    def on_signal(number, frame):
+        dump("signal")
+        if callable(before):
+            before(number, frame)
+
+    signal.signal(signum, on_signal)
