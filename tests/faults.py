@@ -17,6 +17,8 @@ A rank that raised exits with status 3. Scenarios:
   even half makes 50 allreduces undisturbed (run it on 4 ranks);
 - ``raise``: rank 1 leaves the program (an uncaught exception) before an
   allreduce the others make;
+- ``agree``: rank 1 skips a ``split`` (mpicoll's, whose arguments every
+  rank agrees on first);
 - ``straggle``: nothing fails: rank 1 sleeps 30 ms before each of 20
   allreduces, then every rank writes its trace (``mpicoll.dump_trace``).
 
@@ -108,6 +110,11 @@ def main(scenario: str, timeout: float, action: str) -> int:
             if rank == 1:
                 raise RuntimeError("rank 1 gives up before the allreduce")
             comm.Allreduce(x, y, MPI.SUM)
+        elif scenario == "agree":
+            if rank == 1:
+                time.sleep(2 * timeout + 3)
+            else:
+                comm.split(0, rank)  # its arguments agreed first
         elif scenario == "straggle":
             for _ in range(20):
                 if rank == 1:

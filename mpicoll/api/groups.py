@@ -90,7 +90,9 @@ class Groups:
         """Every rank's ``item``, once no rank has a ``problem``: one small
         allgather, after which the lowest rank's problem, if any, is raised
         on every rank (so none is left waiting in the next collective)."""
-        rows = exchange.allgather(self._engine.ctx.comm, (problem, item))
+        ctx = self._engine.ctx
+        with ctx.recorder.step(f"agreeing on the arguments of {call}"):
+            rows = exchange.allgather(ctx.comm, (problem, item))
         for q, (bad, _) in enumerate(rows):
             if bad is not None:
                 raise InvalidArgumentError(f"rank {q} {bad}",

@@ -269,12 +269,15 @@ class Context:
             if k is not None:
                 self._nodes = tuple(r // k for r in range(self.size))
             else:
-                node = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
-                node_group, group = node.Get_group(), self.comm.Get_group()
-                lowest = node_group.Translate_ranks([0], group)[0]
-                node_group.Free()
-                group.Free()
-                lowests = exchange.allgather(self.comm, lowest)
+                with self.recorder.step("finding the ranks of each node"):
+                    node = self.comm.Split_type(MPI.COMM_TYPE_SHARED,
+                                                key=self.rank)
+                    node_group = node.Get_group()
+                    group = self.comm.Get_group()
+                    lowest = node_group.Translate_ranks([0], group)[0]
+                    node_group.Free()
+                    group.Free()
+                    lowests = exchange.allgather(self.comm, lowest)
                 index = {r: i for i, r in enumerate(sorted(set(lowests)))}
                 self._nodes = tuple(index[r] for r in lowests)
                 self._node_comm = node

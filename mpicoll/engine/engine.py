@@ -171,9 +171,13 @@ class Engine(Replays, Choosing):
         self.watchdog = None if not guard.polled else Watchdog(
             self.ctx.comm, self.rank, guard.timeout, guard.on_timeout,
             self.ctx.monitor_tags, rec)
-        self.bounded = self.complete if guard.timeout is not None else None
+        #: waits for mpicoll's own exchanges under the polled deadline;
+        #: None: they are blocking calls (marked blocked for the watch
+        #: thread's deadline, where there is one)
+        self.bounded = self.complete if guard.polled else None
         self.checker = None if not self.check else check_mode.Checker(
-            self.ctx.comm, self.bounded, self.where)
+            self.ctx.comm, self.bounded, self.where,
+            rec if guard.watched else None)
         self.active: check_mode.Active | None = None  # the call being made
         if guard.on:  # every call checked or bounded
             self.launch = self._guarded_launch
@@ -321,14 +325,9 @@ class Engine(Replays, Choosing):
 
     def complete(self, request) -> None:
         """Wait for a request of the library's own (an exchange of
-        mpicoll's before a call), under the deadline."""
-        if self.watchdog is None:  # the watch thread's: marked blocked
-            rec = self.recorder
-            rec.blocked = rec.seq + 1  # in the call about to be made
-            try:
-                request.Wait()
-            finally:
-                rec.blocked = 0
+        mpicoll's before a call), under the polled deadline."""
+        if self.watchdog is None:
+            request.Wait()
         else:
             seq, collective = (0, "exchange") if self.active is None else \
                 (self.active.seq, self.active.collective)
@@ -504,8 +503,10 @@ class Engine(Replays, Choosing):
         if self.check and active is not None:
             self.checker.verify(active, {"stage": "counts",
                                          "collective": collective}, None)
-        rows = exchange.allgather_counts(self.ctx.comm, mine, theirs_from,
-                                         self.bounded)
+        with self.ctx.recorder.step(f"agreeing on the counts of "
+                                    f"{collective}"):
+            rows = exchange.allgather_counts(self.ctx.comm, mine,
+                                             theirs_from, self.bounded)
         if active is not None:  # messages moved: a later error must meet
             active.open = True  # the peers at the collective's exchange
         self.disagree(collective, [

@@ -92,14 +92,17 @@ def digest(fields: dict) -> int:
 class Checker:
     """Check mode's exchange on ``comm`` (the private communicator),
     keeping its rows between calls. ``complete(request)``, given, waits
-    for the exchange made nonblocking (a deadline bounds it); else the
-    exchange is a blocking ``Allgather``. ``where(collective)`` gives the
-    rank and call that errors name."""
+    for the exchange made nonblocking (a polled deadline bounds it); else
+    the exchange is a blocking ``Allgather``, during which ``recorder``
+    (given: the watch thread keeps a deadline) marks this rank blocked in
+    the call. ``where(collective)`` gives the rank and call that errors
+    name."""
 
-    def __init__(self, comm, complete, where) -> None:
+    def __init__(self, comm, complete, where, recorder=None) -> None:
         self.comm = comm
         self.complete = complete
         self.where = where
+        self.recorder = recorder
         self._size = comm.Get_size()
         self._row = np.zeros(3, np.int64)  # (seq, digest, failed here)
         self._cells = memoryview(self._row)  # its items, set cheaply
@@ -121,7 +124,14 @@ class Checker:
         cells[0] = active.seq
         cells[1] = digest(fields) if code is None else code
         cells[2] = error is not None
-        if self.complete is None:
+        rec = self.recorder
+        if rec is not None:
+            rec.blocked = active.seq
+            try:
+                self.comm.Allgather(row, rows)
+            finally:
+                rec.blocked = 0
+        elif self.complete is None:
             self.comm.Allgather(row, rows)
         else:
             self.complete(self.comm.Iallgather(row, rows))

@@ -93,7 +93,9 @@ class Watched:
             asking.rank, asking.comm.Get_size(), seq, asking.here()[2],
             answers)
         note = rec.note_at(seq)
-        collective = note[0] if note is not None else "collective"
+        collective = note[0] if note is not None else "the next collective"
+        if rec.doing is not None:  # a setup step of mpicoll's own
+            collective = f"{collective} ({rec.doing})"
         where = {**self.where, "collective": collective}
         if not missing and not elsewhere:
             sys.stderr.write(

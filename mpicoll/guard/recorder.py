@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from contextlib import contextmanager
 
 from mpicoll.collectives import COLLECTIVES
 from mpicoll.errors import InvalidArgumentError
@@ -78,6 +79,7 @@ class Recorder:
         "__weakref__",
         "begun",
         "blocked",
+        "doing",
         "ended",
         "inflight",
         "notes",
@@ -94,6 +96,9 @@ class Recorder:
         #: while blocked in a hand-built call: its steps and the index of
         #: the one being run (``steps``, ``at``), else None
         self.inflight = None
+        #: a setup step of mpicoll's own this rank is blocked in (node
+        #: discovery, an argument agreement), in words; None: none
+        self.doing: str | None = None
         self.size = size
         self.slots = n = max(size, 1)  # one, never read, when none is kept
         #: a slot's call ended if its end is not before its beginning (an
@@ -174,6 +179,19 @@ class Recorder:
         if self.seq == seq:
             self.seq = seq - 1
             self.blocked = 0
+
+    @contextmanager
+    def step(self, what: str):
+        """While the block runs (a collective setup step of mpicoll's
+        own, ``what``), this rank counts as blocked in the call it is in,
+        or else in the call about to be made, so that a deadline covers
+        the step and its report says ``what``."""
+        before = self.blocked, self.doing  # a step inside a call
+        self.blocked, self.doing = before[0] or self.seq + 1, what
+        try:
+            yield
+        finally:
+            self.blocked, self.doing = before
 
     # ----------------------------------------------------------- reading
 

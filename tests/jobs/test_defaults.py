@@ -117,6 +117,15 @@ def test_a_skipped_first_call_on_a_new_communicator_aborts(tmp_path):
     assert "aborting the job" in done.stderr
 
 
+def test_a_skipped_setup_exchange_is_named(tmp_path):
+    """mpicoll's own exchanges (here the agreement on split's arguments)
+    are under the deadline too, and named in the report."""
+    done = run("agree", tmp_path)
+    assert done.returncode != 0
+    assert "(agreeing on the arguments of split)" in done.stderr, done.stderr
+    assert "not arrived: rank 1" in done.stderr
+
+
 def test_a_slow_rank_is_named_the_straggler(tmp_path):
     done = run("straggle", tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr

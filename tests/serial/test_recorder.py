@@ -82,6 +82,17 @@ def test_a_blocked_hand_built_call_says_its_round_and_peer():
     assert (row["round"], row["peer"]) == (2, 2)  # receiving from rank 2
 
 
+def test_a_setup_step_counts_as_blocked_in_its_call():
+    rec = Recorder(8)
+    with rec.step("finding the ranks of each node"):  # before any call
+        assert (rec.blocked, rec.doing) == (1, "finding the ranks of each node")
+    assert (rec.blocked, rec.doing) == (0, None)
+    seq = rec.begin(NOTE)
+    with rec.step("agreeing"):  # inside a call: that call's number
+        assert rec.blocked == seq
+    assert (rec.blocked, rec.doing) == (seq, None)
+
+
 def test_a_refused_call_gives_its_number_back():
     rec = Recorder(8)
     seq = rec.begin(NOTE)
