@@ -95,15 +95,17 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
         """A ``Comm`` of ``mpi`` (made from this one by a collective call
         of its ranks), guarded as this is, its other settings read from
         the environment now (as ``mpicoll.Comm(mpi)`` reads them; this
-        rank names a bad one); ``MPI.COMM_NULL`` as it is. A guarded one
-        makes its private duplicate ``now``, while every rank is here, so
-        that its first collective call is bounded by the deadline as every
-        later one."""
+        rank names a bad one); ``MPI.COMM_NULL`` as it is. One with a
+        deadline or check mode makes its private duplicate ``now``, while
+        every rank is here, so that its first collective call is bounded
+        by the deadline as every later one, and its ranks can be asked
+        where they are."""
         if mpi == MPI.COMM_NULL:
             return mpi
+        guard = self._settings.guard
         comm = _wrapped(Comm, mpi, Settings.from_environment(
-            self.Get_rank(), self._settings.guard))
-        if now and self._settings.guard.on:
+            self.Get_rank(), guard))
+        if now and (guard.on or guard.timeout is not None):
             comm._engine  # noqa: B018 (collective: the private Dup)
         return comm
 

@@ -149,6 +149,7 @@ class _Direct(Persistent):
     def __init__(self, where: dict, free, stamp) -> None:
         super().__init__(where, None, free)
         self._recorder, self._note = stamp or (None, None)
+        self._inflight = None  # a hand-built run's position, recorded
         self._running = False
         self._freed = False
 
@@ -183,10 +184,12 @@ class _Direct(Persistent):
                 self._block()
             else:  # this rank is blocked in the run meanwhile
                 rec.blocked = self._seq
+                rec.inflight = self._inflight
                 try:
                     self._block()
                 finally:
                     rec.blocked = 0
+                    rec.inflight = None
             self._completed()
         return True
 
@@ -258,8 +261,8 @@ class ScheduledPersistent(_Direct):
             self._stage()
         execution = self._execution
         if execution is None:
-            execution = self._execution = Execution(self._steps, self._comm,
-                                                    self._tag)
+            execution = self._execution = self._inflight = Execution(
+                self._steps, self._comm, self._tag)
         else:
             execution.restart()
         if self._background:

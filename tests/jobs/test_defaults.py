@@ -117,6 +117,24 @@ def test_a_skipped_first_call_on_a_new_communicator_aborts(tmp_path):
     assert "aborting the job" in done.stderr
 
 
+def test_a_fault_on_a_split_half_is_traced_there(tmp_path):
+    """Rank 1 skips the first collective of its half (ranks 1, 3): the
+    half was given its private duplicate by the split, so rank 3 can ask
+    it where it is; the trace names it on that communicator."""
+    done = run("split", tmp_path, ranks=4)
+    assert done.returncode != 0
+    assert "not arrived: rank 0 (in no collective, none made yet)" \
+        in done.stderr, done.stderr
+    code, verdict = trace_verdict(tmp_path)
+    assert code == 1
+    half = [c for c in verdict["communicators"] if c["ranks"] == [1, 3]]
+    assert len(half) == 1, verdict
+    first = half[0]["first_divergent"]
+    assert first["seq"] == 1
+    assert [m["rank"] for m in first["never_joined"]] == [1]
+    assert [m["rank"] for m in first["waiting"]] == [3]
+
+
 def test_a_skipped_setup_exchange_is_named(tmp_path):
     """mpicoll's own exchanges (here the agreement on split's arguments)
     are under the deadline too, and named in the report."""
