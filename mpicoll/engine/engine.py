@@ -41,8 +41,9 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll.engine import progress
+from mpicoll.engine.agreeing import Agreeing
 
-from mpicoll.guard import check_mode, exchange
+from mpicoll.guard import check_mode
 from mpicoll.select.choices import Choosing, log, log_to_stderr
 from mpicoll.engine.context import context_of, ranks_per_node
 from mpicoll.device.cuda import cuda_aware, location
@@ -53,7 +54,7 @@ from mpicoll.device.rules import (
     native_steps,
     order_caller,
 )
-from mpicoll.errors import InvalidArgumentError, OpTypeError
+from mpicoll.errors import OpTypeError
 from mpicoll.guard.guarded import Guard, guard_settings
 from mpicoll.args.message import named
 from mpicoll.args.mpi_ops import lent_op
@@ -136,11 +137,12 @@ class Settings(NamedTuple):
                    environment_cost_model())
 
 
-class Engine(Replays, Choosing):
+class Engine(Replays, Choosing, Agreeing):
     """Runs :class:`Call` records on one communicator (collective to
     create: it makes the communicator's private duplicate, once);
     repeated calls through :class:`~mpicoll.engine.replay.Replays`, choices
-    through :class:`~mpicoll.select.choices.Choosing`."""
+    through :class:`~mpicoll.select.choices.Choosing`, count agreements
+    through :class:`~mpicoll.engine.agreeing.Agreeing`."""
 
     def __init__(self, comm, settings: Settings) -> None:
         Replays.__init__(self, replay=not settings.guard.polled,
@@ -326,13 +328,10 @@ class Engine(Replays, Choosing):
     def complete(self, request) -> None:
         """Wait for a request of the library's own (an exchange of
         mpicoll's before a call), under the polled deadline."""
-        if self.watchdog is None:
-            request.Wait()
-        else:
-            seq, collective = (0, "exchange") if self.active is None else \
-                (self.active.seq, self.active.collective)
-            self.watchdog.complete(request, seq, collective,
-                                   self.where(collective))
+        seq, collective = (0, "exchange") if self.active is None else \
+            (self.active.seq, self.active.collective)
+        self.watchdog.complete(request, seq, collective,
+                               self.where(collective))
 
     def _guarded_launch(self, call: Call, async_op: bool):
         """:meth:`launch` in check mode or under a deadline: agree on the
@@ -489,37 +488,6 @@ class Engine(Replays, Choosing):
             run(steps, self.ctx.comm, self.ctx.next_tag(), cursor)
         finally:
             rec.inflight = None
-
-    # ----------------------------------------------------------- agreeing
-
-    def agree(self, collective: str, mine, theirs_from=None, root: int = 0):
-        """Every rank's ``mine`` and, from ``root``, ``theirs_from``
-        (counts: :func:`~mpicoll.guard.exchange.allgather_counts`): one
-        small allgather on the private communicator, so that all ranks see
-        the same counts and reach the same verdict on them (a count error
-        raised on one rank alone would leave the others waiting in the
-        collective)."""
-        active = self.active
-        if self.check and active is not None:
-            self.checker.verify(active, {"stage": "counts",
-                                         "collective": collective}, None)
-        with self.ctx.recorder.step(f"agreeing on the counts of "
-                                    f"{collective}"):
-            rows = exchange.allgather_counts(self.ctx.comm, mine,
-                                             theirs_from, self.bounded)
-        if active is not None:  # messages moved: a later error must meet
-            active.open = True  # the peers at the collective's exchange
-        self.disagree(collective, [
-            f"rank {q} has more counts than the communicator has ranks"
-            for q, row in enumerate(rows) if row is None])
-        return [m for m, _ in rows], rows[root][1]
-
-    def disagree(self, collective: str, bad) -> None:
-        """Raise, on every rank, the count disagreements ``bad`` found."""
-        if bad:
-            raise InvalidArgumentError(
-                "counts disagree between ranks: " + "; ".join(bad),
-                **self.where(collective))
 
 
 def _form(async_op) -> str:
