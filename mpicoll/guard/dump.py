@@ -49,6 +49,10 @@ _lock = threading.Lock()
 _recorded: dict[int, tuple] = {}  # id(recorder) -> (weakref, facts)
 _ordinals: dict[str, int] = {}  # group's world ranks -> communicators
 _signal_done = False
+#: this process's rank, the world's size and the host, read at the first
+#: registration: a dump makes no MPI call (it may run in a forked child,
+#: or while MPI is failing)
+_process: dict = {}
 
 
 def register(recorder, comm) -> str:
@@ -62,6 +66,10 @@ def register(recorder, comm) -> str:
         group.Free()
         world.Free()
     key = spans(ranks)
+    if not _process:
+        world = MPI.COMM_WORLD
+        _process.update(rank=world.Get_rank(), world_size=world.Get_size(),
+                        host=MPI.Get_processor_name())
     with _lock:
         _ordinals[key] = ordinal = _ordinals.get(key, 0) + 1
         ident = f"{key}#{ordinal}"
@@ -89,12 +97,9 @@ def dump(reason: str, if_called: bool = False) -> str | None:
              for rec, facts in entries if rec is not None and rec.size]
     if not comms or (if_called and not any(c["seq"] for c in comms)):
         return None
-    world = MPI.COMM_WORLD
-    rank = world.Get_rank()
     folder = os.environ.get(DIR_VAR, "").strip() or "."
-    path = os.path.join(folder, f"mpicoll-trace-rank{rank}.json")
-    data = {"format": FORMAT, "rank": rank, "world_size": world.Get_size(),
-            "host": MPI.Get_processor_name(), "pid": os.getpid(),
+    path = os.path.join(folder, f"mpicoll-trace-rank{_process['rank']}.json")
+    data = {"format": FORMAT, **_process, "pid": os.getpid(),
             "time": time.time(), "reason": reason, "communicators": comms}
     try:
         os.makedirs(folder, exist_ok=True)
