@@ -14,7 +14,10 @@ process does the rest: every :func:`period` seconds it
   rank's trace file, :mod:`mpicoll.guard.dump`), and
 - looks at the call each communicator is blocked in; once the same call
   has been seen blocked for the timeout, it asks every peer where it is
-  and listens for :func:`~mpicoll.guard.watchdog.grace` seconds.
+  and listens for :func:`~mpicoll.guard.watchdog.grace` seconds;
+- between looks, waits on Python's signal wakeup pipe, so that the trace
+  signal (``SIGUSR1``) writes the trace file at once even while the main
+  thread is blocked inside MPI (:mod:`mpicoll.guard.dump`).
 
 If a peer did not answer (stopped, dead, or holding the GIL in C code), is
 blocked in another call, or is in no call at all (it has not arrived),
@@ -127,8 +130,11 @@ class _Thread(threading.Thread):
                         sys.stderr.write(
                             f"mpicoll: rank {item.asking.rank}: the "
                             f"deadline of a communicator stopped: {exc!r}\n")
-            shortest = min((w.timeout for w in watched), default=60.0)
-            self.stop.wait(period(shortest))
+            pause = period(min((w.timeout for w in watched), default=60.0))
+            if not dump.listening():
+                self.stop.wait(pause)
+            elif dump.wait_for_signal(pause) and not self.stop.is_set():
+                dump.dump("signal")  # the main thread may be inside MPI
 
 
 _lock = threading.RLock()  # held while a communicator is looked at
@@ -176,4 +182,5 @@ def _stop() -> None:
     thread, _thread = _thread, None
     if thread is not None:
         thread.stop.set()
+        dump.wake()
         thread.join()

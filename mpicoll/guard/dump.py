@@ -11,10 +11,11 @@ asks where it is), before mpicoll aborts the job, by
 collective calls (the hook chains ``sys.excepthook``), and on a signal
 (``MPICOLL_TRACE_SIGNAL``, default ``USR1``; ``off`` installs nothing):
 the handler chains the one the program or its batch system installed
-before it. Python runs signal
-handlers in the main thread between bytecodes, so a rank blocked inside
-an MPI call writes its file when the call returns (or when its deadline
-expires, from the watch thread).
+before it. Python runs signal handlers in the main thread between
+bytecodes, so while a rank is blocked inside an MPI call the watch thread
+of :mod:`mpicoll.guard.deadline` writes the file instead: it listens on
+Python's signal wakeup pipe (unless the program has set its own wakeup
+fd, as an asyncio event loop does).
 
 The file (``"format": "mpicoll-trace 1"``): ``rank``, ``world_size``,
 ``host``, ``pid``, ``time`` and ``reason`` of the dump, and per
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import sys
 import threading
@@ -103,7 +105,7 @@ def dump(reason: str, if_called: bool = False) -> str | None:
             "time": time.time(), "reason": reason, "communicators": comms}
     try:
         os.makedirs(folder, exist_ok=True)
-        part = f"{path}.{os.getpid()}.part"
+        part = f"{path}.{os.getpid()}.{threading.get_ident()}.part"
         with open(part, "w") as out:
             json.dump(data, out)
         os.replace(part, path)
@@ -151,3 +153,59 @@ def _install_signal() -> None:
             before(number, frame)
 
     signal.signal(signum, on_signal)
+    _listen(signum)
+
+
+_wakeup: tuple | None = None  # (read end, write end, signal number)
+
+
+def _listen(signum: int) -> None:
+    """Let the watch thread see ``signum`` at once: Python's C-level
+    handler writes each signal's number to a wakeup pipe even while the
+    main thread is blocked inside MPI, where the Python handler cannot
+    run until the call returns. Only if no other wakeup fd is set (an
+    event loop's, say); an event loop set later replaces this one."""
+    global _wakeup
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    os.set_blocking(write, False)
+    try:
+        previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    except ValueError:
+        previous = None
+    if previous != -1:  # another's (restored), or none possible
+        if previous is not None:
+            signal.set_wakeup_fd(previous)
+        os.close(read)
+        os.close(write)
+        return
+    _wakeup = (read, write, signum)
+
+
+def listening() -> bool:
+    """Whether :func:`wait_for_signal` can see the trace signal."""
+    return _wakeup is not None
+
+
+def wait_for_signal(seconds: float) -> bool:
+    """Wait up to ``seconds`` (the watch thread, between its looks) for
+    the trace signal, True if it came; False at once after :func:`wake`.
+    Only where :func:`listening`."""
+    read, _, signum = _wakeup
+    ready, _, _ = select.select([read], [], [], seconds)
+    if not ready:
+        return False
+    try:
+        numbers = os.read(read, 512)
+    except BlockingIOError:
+        return False
+    return signum in numbers
+
+
+def wake() -> None:
+    """End a :func:`wait_for_signal` now (the watch thread stops)."""
+    if _wakeup is not None:
+        try:
+            os.write(_wakeup[1], b"\0")
+        except OSError:
+            pass

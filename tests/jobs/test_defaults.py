@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -28,17 +31,23 @@ pytestmark = pytest.mark.skipif(not MPIEXEC.exists(),
                                 reason=f"no mpiexec beside {sys.executable}")
 
 
-def run(scenario: str, traces: Path, ranks: int = 3):
+def job(scenario: str, traces: Path, ranks: int = 3, timeout: float = T):
+    """The command and environment running ``scenario`` with the
+    defaults, a ``timeout`` s deadline and traces written to ``traces``."""
     env = dict(os.environ, MPIR_CVAR_ENABLE_HEAVY_YIELD="1",
-               PYTHONPATH=str(HERE.parent), MPICOLL_TIMEOUT=str(T),
+               PYTHONPATH=str(HERE.parent), MPICOLL_TIMEOUT=str(timeout),
                MPICOLL_TRACE_DIR=str(traces))
     for name in ("MPICOLL_CHECK", "MPICOLL_ON_TIMEOUT",
-                 "MPICOLL_TRACE_BUFFER"):
+                 "MPICOLL_TRACE_BUFFER", "MPICOLL_TRACE_SIGNAL"):
         env.pop(name, None)
-    return subprocess.run(
-        [str(MPIEXEC), "-n", str(ranks), sys.executable,
-         str(HERE / "faults.py"), scenario, str(T), "default"],
-        capture_output=True, text=True, timeout=LIMIT, env=env)
+    return [str(MPIEXEC), "-n", str(ranks), sys.executable,
+            str(HERE / "faults.py"), scenario, str(timeout), "default"], env
+
+
+def run(scenario: str, traces: Path, ranks: int = 3):
+    command, env = job(scenario, traces, ranks)
+    return subprocess.run(command, capture_output=True, text=True,
+                          timeout=LIMIT, env=env)
 
 
 def trace_verdict(traces: Path) -> tuple[int, dict]:
@@ -142,6 +151,49 @@ def test_a_skipped_setup_exchange_is_named(tmp_path):
     assert done.returncode != 0
     assert "(agreeing on the arguments of split)" in done.stderr, done.stderr
     assert "not arrived: rank 1" in done.stderr
+
+
+def test_sigusr1_traces_a_hang_before_the_deadline(tmp_path):
+    """Ranks 0 and 2 wait inside MPI's allreduce (a 60 s deadline, far
+    off) while rank 1 sleeps: SIGUSR1 to every rank writes every trace
+    file at once (the waiting ranks' from their watch threads), and the
+    trace command says who is missing."""
+    command, env = job("skip", tmp_path, timeout=60)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)
+    pids: dict[int, int] = {}
+    try:
+        while len(pids) < 3:
+            line = proc.stdout.readline()
+            assert line, "the job ended before every rank started"
+            m = re.match(r"rank (\d+) pid (\d+)", line)
+            if m:
+                pids[int(m[1])] = int(m[2])
+        time.sleep(3)  # ranks 0 and 2 are in their second allreduce
+        for pid in pids.values():
+            os.kill(pid, signal.SIGUSR1)
+        files = [tmp_path / f"mpicoll-trace-rank{r}.json" for r in pids]
+        end = time.monotonic() + 30
+        while not all(f.exists() for f in files) and \
+                time.monotonic() < end:
+            time.sleep(0.1)
+        assert all(f.exists() for f in files), list(tmp_path.iterdir())
+        assert {json.loads(f.read_text())["reason"] for f in files} == \
+            {"signal"}
+    finally:
+        for pid in pids.values():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.kill()
+        proc.wait()
+    code, verdict = trace_verdict(tmp_path)
+    assert code == 1
+    first = world(verdict)["first_divergent"]
+    assert first["seq"] == 2
+    assert [m["rank"] for m in first["never_joined"]] == [1]
+    assert sorted(m["rank"] for m in first["waiting"]) == [0, 2]
 
 
 def test_a_slow_rank_is_named_the_straggler(tmp_path):
