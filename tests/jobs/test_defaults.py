@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import end_job
 
 HERE = Path(__file__).resolve().parents[1]  # tests/, beside faults.py
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
@@ -181,13 +182,7 @@ def test_sigusr1_traces_a_hang_before_the_deadline(tmp_path):
         assert {json.loads(f.read_text())["reason"] for f in files} == \
             {"signal"}
     finally:
-        for pid in pids.values():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        proc.kill()
-        proc.wait()
+        end_job(proc, pids)
     code, verdict = trace_verdict(tmp_path)
     assert code == 1
     first = world(verdict)["first_divergent"]

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import end_job
 
 HERE = Path(__file__).resolve().parents[1]  # tests/, beside faults.py
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
@@ -147,13 +148,7 @@ def test_a_stopped_rank_is_named_then_killed():
         assert proc.wait(timeout=LIMIT) != 0
     finally:
         if proc.poll() is None:
-            for pid in pids.values():
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            proc.kill()
-            proc.wait()
+            end_job(proc, pids)
 
 
 @pytest.mark.parametrize("abort_on_exception", [False, True])
