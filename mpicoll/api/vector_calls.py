@@ -37,7 +37,8 @@ from mpicoll.errors import (
     InvalidArgumentTypeError,
 )
 from mpicoll.schedule.layout import inplace_send
-from mpicoll.engine.work import Work, then
+from mpicoll.engine.requests import REQUEST
+from mpicoll.engine.work import then
 
 IN_PLACE = MPI.IN_PLACE
 
@@ -50,9 +51,9 @@ class VectorCalls:
             self._call_allgatherv(sendbuf, recvbuf, algorithm, False,
                                   "Allgatherv")
 
-    def Iallgatherv(self, sendbuf, recvbuf, *, algorithm="auto") -> Work:
+    def Iallgatherv(self, sendbuf, recvbuf, *, algorithm="auto") -> MPI.Request:
         return self._restarted("Iallgatherv", algorithm, recvbuf, sendbuf) \
-            or self._call_allgatherv(sendbuf, recvbuf, algorithm, True,
+            or self._call_allgatherv(sendbuf, recvbuf, algorithm, REQUEST,
                                      "Iallgatherv")
 
     def _call_allgatherv(self, sendbuf, recvbuf, algorithm, async_op,
@@ -114,8 +115,8 @@ class VectorCalls:
         self._call_gatherv(sendbuf, recvbuf, root, algorithm, False)
 
     def Igatherv(self, sendbuf, recvbuf, root=0, *,
-                 algorithm="auto") -> Work:
-        return self._call_gatherv(sendbuf, recvbuf, root, algorithm, True)
+                 algorithm="auto") -> MPI.Request:
+        return self._call_gatherv(sendbuf, recvbuf, root, algorithm, REQUEST)
 
     def _call_gatherv(self, sendbuf, recvbuf, root, algorithm, async_op):
         """Gather blocks of per-rank sizes into the root's ``recvbuf``, a
@@ -165,8 +166,8 @@ class VectorCalls:
         self._call_scatterv(sendbuf, recvbuf, root, algorithm, False)
 
     def Iscatterv(self, sendbuf, recvbuf, root=0, *,
-                  algorithm="auto") -> Work:
-        return self._call_scatterv(sendbuf, recvbuf, root, algorithm, True)
+                  algorithm="auto") -> MPI.Request:
+        return self._call_scatterv(sendbuf, recvbuf, root, algorithm, REQUEST)
 
     def _call_scatterv(self, sendbuf, recvbuf, root, algorithm, async_op):
         """Scatter blocks of per-rank sizes from the root's ``sendbuf``, a
@@ -212,8 +213,8 @@ class VectorCalls:
     def Alltoallv(self, sendbuf, recvbuf, *, algorithm="auto"):
         self._call_alltoallv(sendbuf, recvbuf, algorithm, False)
 
-    def Ialltoallv(self, sendbuf, recvbuf, *, algorithm="auto") -> Work:
-        return self._call_alltoallv(sendbuf, recvbuf, algorithm, True)
+    def Ialltoallv(self, sendbuf, recvbuf, *, algorithm="auto") -> MPI.Request:
+        return self._call_alltoallv(sendbuf, recvbuf, algorithm, REQUEST)
 
     def _call_alltoallv(self, sendbuf, recvbuf, algorithm, async_op):
         """Blocks of any sizes between every pair: both buffers are vector
@@ -252,11 +253,11 @@ class VectorCalls:
                                       algorithm, False, "Reduce_scatter")
 
     def Ireduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM,
-                        *, algorithm="auto") -> Work:
+                        *, algorithm="auto") -> MPI.Request:
         return self._restarted("Ireduce_scatter", algorithm, recvbuf,
                                sendbuf, op, recvcounts) or \
             self._call_reduce_scatter(sendbuf, recvbuf, recvcounts, op,
-                                      algorithm, True, "Ireduce_scatter")
+                                      algorithm, REQUEST, "Ireduce_scatter")
 
     def _call_reduce_scatter(self, sendbuf, recvbuf, recvcounts, op,
                              algorithm, async_op, name=None):

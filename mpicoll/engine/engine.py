@@ -12,18 +12,21 @@ dtype, op), then runs it:
 - natively (``Call.native`` makes the MPI library's call on the private
   duplicate) or as a hand-built schedule (compiled once per buffers and
   cached by :class:`~mpicoll.engine.context.Context`);
-- blocking, nonblocking (a :class:`~mpicoll.engine.work.Work`; hand-built
-  schedules advance on the progress thread), persistent (``async_op`` is
-  :data:`~mpicoll.engine.persistent.PERSISTENT`: prepared once, a
-  :class:`~mpicoll.engine.persistent.Persistent` started many times) or
-  replayed: a blocking host
+- blocking, nonblocking (``async_op=True``: a
+  :class:`~mpicoll.engine.work.Work`, for the torch-style face;
+  :data:`~mpicoll.engine.requests.REQUEST`: an ``MPI.Request``, for the
+  mpi4py face; hand-built schedules advance on the progress thread),
+  persistent (``async_op`` is
+  :data:`~mpicoll.engine.persistent.PERSISTENT`: prepared once, an
+  ``MPI.Prequest`` or a :class:`~mpicoll.engine.persistent.Persistent`
+  started many times) or replayed: a blocking host
   call remembered under its ``memo`` runs again with no parsing and no
   choice, for a dict lookup and identity checks (:meth:`Engine.replayed`);
 - recorded (:mod:`mpicoll.guard.recorder`): each call numbered, stamped
   and kept in the communicator's flight recorder, which the default
   deadline's watch thread reads (:mod:`mpicoll.guard.deadline`);
-- guarded (:mod:`mpicoll.guard.guarded`): in check mode each call's
-  fingerprint is agreed by every rank first
+- guarded (:mod:`mpicoll.guard.guarded`, :mod:`mpicoll.engine.guarding`):
+  in check mode each call's fingerprint is agreed by every rank first
   (:mod:`mpicoll.guard.check_mode`), and under a polled deadline every
   wait is bounded (:mod:`mpicoll.guard.watchdog`) and nothing replayed.
 
@@ -66,11 +69,14 @@ from mpicoll.select.policy import (
     environment_overrides,
     environment_rules,
 )
-from mpicoll.engine.persistent import PERSISTENT, prepare
+from mpicoll.engine.guarding import Guarding
+from mpicoll.engine.persistent import PERSISTENT, form_of, prepare
 from mpicoll.engine.likeness import Rerun
 from mpicoll.engine.replay import Replays, spec_copy
+from mpicoll.engine.requests import REQUEST, native_request, schedule_request
 from mpicoll.guard.recorder import note_of
 from mpicoll.guard.watchdog import Watchdog, bounded
+from mpicoll.schedule.bind import Step
 from mpicoll.engine.work import RequestWork, ScheduleWork, Work, then
 
 class Call(NamedTuple):
@@ -137,7 +143,7 @@ class Settings(NamedTuple):
                    environment_cost_model())
 
 
-class Engine(Replays, Choosing, Agreeing):
+class Engine(Replays, Choosing, Agreeing, Guarding):
     """Runs :class:`Call` records on one communicator (collective to
     create: it makes the communicator's private duplicate, once);
     repeated calls through :class:`~mpicoll.engine.replay.Replays`, choices
@@ -192,7 +198,7 @@ class Engine(Replays, Choosing, Agreeing):
         it with :meth:`_guarded_launch`)."""
         if async_op is PERSISTENT:
             return prepare(self, call)
-        form = _form(async_op)
+        form = form_of(async_op)
         alg = self.algorithm_for(call, form)
         rec = self.recorder
         if rec is None:
@@ -237,8 +243,8 @@ class Engine(Replays, Choosing, Agreeing):
                 finish = then(lent.Free, finish)
         remember = call.memo is not None and lent is None
         if async_op:
-            start = partial(RequestWork, self.where_alg(call, alg), make,
-                            finish, call.owners)
+            start = partial(self._native_started, make, finish, async_op,
+                            self.where_alg(call, alg), call.owners)
             if remember:
                 self._remember(self._restarts, call.memo, start)
             return start()
@@ -252,6 +258,21 @@ class Engine(Replays, Choosing, Agreeing):
             finish()
         return None
 
+    def _native_started(self, make, finish, mode, where, owners):
+        """A native nonblocking call made: its request in the form
+        ``mode`` asks for (:mod:`mpicoll.engine.requests`)."""
+        if mode is not REQUEST:
+            return RequestWork(where, make, finish, owners)
+        if finish is None:
+            return native_request(where, make, owners)
+        if not progress.enabled():
+            return Work(where=where, request=make(), finish=finish,
+                        keep=owners)
+        execution = Execution((Step((), (), (), call=make),), self.ctx.comm,
+                              0)
+        progress.submit(execution, lazy=True)  # MPI progresses the call
+        return schedule_request(where, execution, finish, owners)
+
     def _launch_hand_built(self, call: Call, alg, async_op: bool):
         """:meth:`launch` of a schedule on host memory: its compiled plan
         (cached per buffers by the context) run blocking, or started as a
@@ -264,7 +285,7 @@ class Engine(Replays, Choosing, Agreeing):
         plan = self.ctx.plan(alg, call.count, call.root, call.op, call.send,
                              call.recv, call.owners)
         if async_op:
-            start = partial(self._started, plan,
+            start = partial(self._started, plan, mode=async_op,
                             where=self.where_alg(call, alg),
                             release=partial(_release, plan, finish),
                             owners=call.owners)
@@ -285,11 +306,12 @@ class Engine(Replays, Choosing, Agreeing):
             finish()
         return None
 
-    def _started(self, plan, stage, where, release, owners) -> Work | None:
+    def _started(self, plan, stage, mode, where, release, owners):
         """``plan`` launched as a nonblocking call (None while a previous
         launch of it is still in flight: the caller then plans anew), on
-        the plan's last execution restarted if it had one;
-        ``release`` (:func:`_release`) runs at completion."""
+        the plan's last execution restarted if it had one, in the form
+        ``mode`` asks for (:mod:`mpicoll.engine.requests`); ``release``
+        (:func:`_release`) runs at completion."""
         if plan.busy:
             return None
         plan.busy = True
@@ -302,88 +324,13 @@ class Engine(Replays, Choosing, Agreeing):
                                                    tag)
         else:
             execution.restart(tag)
+        if mode is REQUEST and (execution.finished or progress.submit(
+                execution, lazy=not plan.background)):
+            return schedule_request(where, execution, release, owners)
         work = ScheduleWork(where, execution, release, owners)
-        if plan.background:
+        if plan.background and mode is not REQUEST:
             progress.submit(execution)
         return work
-
-    # ------------------------------------------------------------ guarded
-
-    def begin(self, collective: str) -> check_mode.Active:
-        """A guarded face starts a collective call: its sequence number
-        (the one the recorder gives it when it runs)."""
-        self.active = check_mode.Active(self.recorder.seq + 1, collective)
-        return self.active
-
-    def failed(self, error: Exception) -> None:
-        """A guarded call raised ``error`` on this rank: in check mode, if
-        the peers may be waiting at a check exchange for this rank, meet
-        them there so that they raise too."""
-        active = self.active
-        if self.check and active.open:
-            self.checker.verify(active, {"stage": "arguments",
-                                         "collective": active.collective},
-                                error)
-
-    def complete(self, request) -> None:
-        """Wait for a request of the library's own (an exchange of
-        mpicoll's before a call), under the polled deadline."""
-        seq, collective = (0, "exchange") if self.active is None else \
-            (self.active.seq, self.active.collective)
-        self.watchdog.complete(request, seq, collective,
-                               self.where(collective))
-
-    def _guarded_launch(self, call: Call, async_op: bool):
-        """:meth:`launch` in check mode or under a deadline: agree on the
-        call's fingerprint, then run it as a nonblocking call that the
-        watchdog waits for (blocking) or that carries the deadline
-        (``Work.wait``). In check mode alone the call is remembered for
-        replay with its fingerprint (:meth:`_check_again`); under a
-        deadline nothing is."""
-        own = self.active is None  # not called through a guarded face
-        active = self.begin(call.collective) if own else self.active
-        try:
-            # the form launch (below) will run it as
-            alg = self.algorithm_for(call, _form(
-                async_op or self.watchdog is not None))
-            if self.check:
-                fields = check_mode.fingerprint(call, alg.name)
-                code = check_mode.digest(fields)
-                self.checker.verify(active, fields, None, code)
-            active.open = False
-            if async_op is PERSISTENT:
-                return prepare(self, call._replace(memo=None),
-                               self.watchdog and (self.watchdog, active.seq))
-            if self.watchdog is None:  # check mode alone
-                self.check_first = partial(self._check_again, fields, code,
-                                           call.collective)
-                try:
-                    return Engine.launch(self, call, async_op)
-                finally:
-                    self.check_first = None
-            work = Engine.launch(self, call._replace(memo=None), True)
-            work.watch(self.watchdog, active.seq)
-            if async_op:
-                return work
-            work.wait()
-            return None
-        finally:
-            if own:
-                self.active = None
-
-    def _check_again(self, fields: dict, code: int, collective: str):
-        """Check mode's exchange for a replayed call: its kept
-        ``fields`` and their digest ``code``, under the sequence number
-        the guarded face gave this call."""
-        active = self.active
-        own = active is None  # not called through a guarded face
-        if own:
-            active = self.begin(collective)
-        try:
-            self.checker.verify(active, fields, None, code)
-        finally:
-            if own:
-                self.active = None
 
     def native_call(self, call: Call, mode):
         """``(make, lent)``: the prepared native call of ``call`` on its
@@ -488,14 +435,6 @@ class Engine(Replays, Choosing, Agreeing):
             run(steps, self.ctx.comm, self.ctx.next_tag(), cursor)
         finally:
             rec.inflight = None
-
-
-def _form(async_op) -> str:
-    """The form of a call launched with ``async_op``, as selection names
-    it."""
-    if async_op is PERSISTENT:
-        return "persistent"
-    return "nonblocking" if async_op else "blocking"
 
 
 def _release(plan, finish) -> None:

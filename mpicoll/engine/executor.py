@@ -185,12 +185,16 @@ class Execution:
     kept in ``error`` and raised again by every later ``test``/``wait``.
     """
 
+    due = 0.0  # the progress thread's: when it may advance this
+    queued = False  # in the progress thread's list
+
     def __init__(self, steps: tuple[Step, ...], comm: MPI.Comm,
                  tag: int) -> None:
         self._steps = steps
         self._comm = comm
         self._tag = tag
         self._lock = threading.Lock()
+        self._then = None  # on_finished's callable, for this run
         self.restart()
 
     def restart(self, tag: int | None = None) -> None:
@@ -266,6 +270,21 @@ class Execution:
             self._next += 1
         self.done = True
 
+    def on_finished(self, then) -> None:
+        """Call ``then()`` once this run has finished (now, if it has),
+        in the thread that finishes it, holding the lock: what a
+        generalized request (:mod:`mpicoll.engine.requests`) completes
+        on."""
+        with self._lock:
+            self._then = then
+            if self.finished:
+                self._finished()
+
+    def _finished(self) -> None:
+        then, self._then = self._then, None
+        if then is not None:
+            then()
+
     def _guarded(self, block: bool) -> None:
         """Advance; keep and raise an error. The caller holds the lock."""
         if self.error is not None:
@@ -274,7 +293,10 @@ class Execution:
             self._advance(block)
         except Exception as exc:
             self.error = exc
+            self._finished()
             raise
+        if self.done and self._then is not None:
+            self._finished()
 
     def test(self) -> bool:
         """Advance without blocking; True once complete. While another

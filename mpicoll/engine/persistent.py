@@ -3,22 +3,26 @@
 ``comm.Allreduce_init(sendbuf, recvbuf, op, algorithm=...)`` (every
 collective has its ``X_init``; ``ProcessGroup.prepare("all_reduce", t)``
 on the torch-style face) checks the arguments, chooses the algorithm and
-prepares the call once; :class:`Persistent` then runs it on every
+prepares the call once; the request it returns then runs it on every
 ``Start()`` and completes it with ``Wait()``/``Test()``, as often as
 wanted, until ``Free()``:
 
 - native: the MPI library's own persistent request (``X_init``), started
-  and waited on as it is;
+  and waited on as it is
+  (:class:`~mpicoll.engine.persistent_requests.NativePrequest`);
 - hand-built: the schedule compiled once on the caller's buffers (its
   plan held, not evicted from the plan cache), its messages persistent
   point-to-point requests (``Recv_init``/``Send_init``) on a tag of the
   request's own; each ``Start`` starts the first round's, and the
-  progress thread advances the rest (not needed, and not used, when the
-  first round is the only one and its messages are short:
-  :func:`~mpicoll.engine.executor.needs_progress`; such a schedule runs
-  on a :class:`~mpicoll.engine.executor.ShortRound`, with no executor loop);
-- device arrays: each ``Start`` launches the prepared call as an ``I*``
-  call would (device work and events per start).
+  progress thread advances the rest and completes the run's generalized
+  request (:class:`~mpicoll.engine.persistent_requests.SchedulePrequest`).
+  Without the progress thread, a :class:`ScheduledPersistent` (not an
+  ``MPI.Request``) runs it in the caller's ``Wait``/``Test``; a schedule
+  of one short round there runs on a
+  :class:`~mpicoll.engine.executor.ShortRound`, with no executor loop;
+- device arrays, staged or lent-op native calls and calls under a polled
+  deadline: a :class:`Persistent`, each ``Start`` launching the prepared
+  call as an ``I*`` call would (device work and events per start).
 
 As in MPI, every rank starts its persistent collectives in the same order,
 the buffers are read at ``Start`` and written by completion, and starting
@@ -46,9 +50,18 @@ from mpicoll.engine.executor import (
     short_round,
     prepare_messages,
 )
+from mpicoll.engine.persistent_requests import native_prequest, schedule_prequest
 from mpicoll.engine.work import Work, then
 
 PERSISTENT = "persistent"  # the engine's mode for a prepared call
+
+
+def form_of(async_op) -> str:
+    """The form of a call launched with ``async_op``, as selection names
+    it."""
+    if async_op is PERSISTENT:
+        return "persistent"
+    return "nonblocking" if async_op else "blocking"
 
 
 class Persistent:
@@ -214,25 +227,11 @@ class _Direct(Persistent):
     free = Free
 
 
-class NativePersistent(_Direct):
-    """The MPI library's own persistent request on host memory, with
-    nothing to run at completion: ``Start`` and ``Wait`` go straight to
-    it."""
-
-    def __init__(self, where: dict, request: MPI.Prequest,
-                 stamp=None) -> None:
-        super().__init__(where, request.Free, stamp)
-        self._request = request
-        self._begin = request.Start
-        self._block = request.Wait
-        self._poll = request.Test
-
-    def _in_flight(self) -> dict:
-        return {"request": self._request}
-
-
 class ScheduledPersistent(_Direct):
-    """A hand-built schedule prepared on host buffers: its messages are
+    """A hand-built schedule prepared on host buffers where the progress
+    thread is off (else a
+    :class:`~mpicoll.engine.persistent_requests.SchedulePrequest`, which
+    needs it): its messages are
     persistent requests on the request's own tag
     (:func:`~mpicoll.engine.executor.prepare_messages`), one
     :class:`~mpicoll.engine.executor.Execution` runs them again on each
@@ -318,7 +317,7 @@ def prepare(engine, call, watch=None) -> Persistent:
                 stage is None:
             engine.explain_prepared(call, alg, "the MPI library's "
                                     "persistent request")
-            return NativePersistent(where, request, stamp)
+            return native_prequest(where, request, stamp)
 
         def start():
             if stage is not None:  # the request reads mpicoll's copy
@@ -343,9 +342,10 @@ def prepare(engine, call, watch=None) -> Persistent:
         if watch is None:
             engine.explain_prepared(call, alg, f"schedule of {len(steps)} "
                                     f"steps, its messages persistent requests")
-            return ScheduledPersistent(where, steps, ctx.comm, tag,
-                                       call.stage, finish, owners, free,
-                                       stamp)
+            made = schedule_prequest if progress.enabled() else \
+                ScheduledPersistent
+            return made(where, steps, ctx.comm, tag, call.stage, finish,
+                        owners, free, stamp)
 
         def start():
             if call.stage is not None:

@@ -16,10 +16,15 @@ and skips an execution another thread is advancing), so a slow collective
 does not hold up the others.
 
 What it costs. The thread sleeps on a condition variable while nothing is
-in flight (no CPU). It leaves a collective alone for its first
-``GRACE`` (1 ms) in flight: a caller that waits within that time (an
-``I*`` call or a persistent ``Start`` soon followed by its wait) finishes
-it in its own thread, with no hand-over between threads (a hand-over
+in flight (no CPU), and is woken only by a collective due before its
+next look. It leaves a collective alone for its first
+``GRACE`` (1 ms) in flight (``LAZY_GRACE``, 10 ms, for one that needs
+no progress, only finishing: a short hand-built call, whose generalized
+request, :mod:`mpicoll.engine.requests`, the thread completes if the
+caller waits on it through mpi4py's functions; so that calls made one
+after another do not wake it each time): a caller that waits within
+that time (an ``I*`` call or a persistent ``Start`` soon followed by its
+wait) finishes it in its own thread, with no hand-over between threads (a hand-over
 made an ``Iallreduce`` and its ``wait`` up to 3x the blocking call at
 128 KiB on 2 ranks; ``bench/peers.py``'s ``mpicoll nonblocking`` column
 shows what remains). Past ``GRACE`` it tests every execution in turn
@@ -56,7 +61,9 @@ exit are abandoned, as MPI requests left pending would be.
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
+import math
 import os
 import sys
 import threading
@@ -69,6 +76,7 @@ from mpicoll.engine.executor import Execution
 MIN_PAUSE = 2e-5  # seconds between idle passes, doubling up to
 MAX_PAUSE = 5e-4
 GRACE = 1e-3  # seconds an execution is left to its caller after launch
+LAZY_GRACE = 0.01  # the same for one that needs no progress (submit)
 SWITCH_INTERVAL = 5e-4  # seconds: the GIL hand-over while work is in flight
 
 log = logging.getLogger("mpicoll")
@@ -87,17 +95,21 @@ class ProgressThread:
         self._active: list[Execution] = []
         self._saved_interval: float | None = None
         self._stopping = False
+        self._wake_at = math.inf  # when the sleeping thread looks next
         self._thread = threading.Thread(target=self._loop, daemon=True,
                                         name="mpicoll-progress")
         self._thread.start()
 
-    def submit(self, execution: Execution) -> None:
-        execution.submitted = time.monotonic()
+    def submit(self, execution: Execution, delay: float) -> None:
+        execution.due = time.monotonic() + delay
         with self._cond:
             if not self._active:
                 self._shorten_switch_interval()
-            self._active.append(execution)
-            self._cond.notify()
+            if not execution.queued:  # a plan's execution runs again
+                execution.queued = True
+                self._active.append(execution)
+            if execution.due < self._wake_at:  # else it wakes in time
+                self._cond.notify()
 
     def _shorten_switch_interval(self) -> None:
         """While collectives are in flight, hand the GIL over every
@@ -124,6 +136,7 @@ class ProgressThread:
         while True:
             with self._cond:
                 while not self._active and not self._stopping:
+                    self._wake_at = math.inf
                     self._cond.wait()
                 if self._stopping:
                     self._restore_switch_interval()
@@ -131,25 +144,31 @@ class ProgressThread:
                 active = list(self._active)
             moved = False
             now = time.monotonic()
-            young = GRACE  # the least time until a young one is due
             for execution in active:
-                age = now - execution.submitted
-                if age >= GRACE:
+                if now >= execution.due:
                     moved |= execution.advance_if_free()
-                else:
-                    young = min(young, GRACE - age)
             # Hold no finished execution (its plan and the caller's buffers)
             # past this pass, asleep.
             active = execution = None
             with self._cond:  # also those the caller finished in wait()
-                self._active = [e for e in self._active if not e.finished]
+                for e in self._active:
+                    e.queued = not e.finished
+                self._active = [e for e in self._active if e.queued]
                 if not self._active:
                     self._restore_switch_interval()
-            if moved:
-                pause = MIN_PAUSE
-            else:  # young ones alone: wake when the first is due
-                time.sleep(young if young < GRACE else pause)
-                pause = min(2 * pause, MAX_PAUSE)
+                    continue
+                if moved:
+                    pause = MIN_PAUSE
+                    continue
+                now = time.monotonic()
+                due = min(e.due for e in self._active)
+                if due <= now:  # some are being advanced: poll them
+                    sleep = pause
+                    pause = min(2 * pause, MAX_PAUSE)
+                else:  # young ones alone: wake when the first is due
+                    sleep = due - now
+                self._wake_at = now + sleep
+                self._cond.wait(sleep)
 
 
 def set_enabled(on: bool | None) -> None:
@@ -172,12 +191,23 @@ def enabled() -> bool:
                 "MPICOLL_PROGRESS_THREAD", "1").strip().lower() not in (
                     "0", "false", "no", "off")
         wanted = _environment
-    return wanted and MPI.Query_thread() >= MPI.THREAD_MULTIPLE
+    return wanted and _thread_multiple()
 
 
-def submit(execution: Execution) -> bool:
+@functools.cache
+def _thread_multiple() -> bool:
+    """The thread level is set once, when MPI starts."""
+    return MPI.Query_thread() >= MPI.THREAD_MULTIPLE
+
+
+def submit(execution: Execution, lazy: bool = False) -> bool:
     """Hand ``execution`` to the progress thread (started on first use);
-    False, and nothing done, when the thread is off."""
+    False, and nothing done, when the thread is off. ``lazy``: it needs no
+    progress, only finishing if its caller does not (a generalized
+    request, :mod:`mpicoll.engine.requests`, waited on where mpicoll's
+    code does not run): the thread leaves it for ``LAZY_GRACE`` instead
+    of ``GRACE``, so that calls made one after another do not each wake
+    it."""
     global _running
     if execution.finished:
         return False
@@ -190,7 +220,7 @@ def submit(execution: Execution) -> bool:
                 _running = ProgressThread()
                 atexit.register(_shutdown)
                 _explain_once()
-    _running.submit(execution)
+    _running.submit(execution, LAZY_GRACE if lazy else GRACE)
     return True
 
 

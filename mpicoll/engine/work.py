@@ -216,8 +216,10 @@ class ScheduleWork(Work):
 
 
 def waitall(works, timeout: float | None = None) -> None:
-    """Wait for every :class:`Work` in ``works`` (``MPI.Request.Waitall``'s
-    counterpart); with ``timeout``, seconds for all of them together."""
+    """Wait for every :class:`Work` or mpicoll request
+    (:mod:`mpicoll.engine.requests`) in ``works``; with ``timeout``,
+    seconds for all of them together (which ``MPI.Request.Waitall``, also
+    taking mpicoll's requests, has not)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     for work in works:
         left = None if deadline is None else max(0.0,
@@ -226,8 +228,9 @@ def waitall(works, timeout: float | None = None) -> None:
 
 
 def testall(works) -> bool:
-    """Advance every :class:`Work`; True when all are complete."""
-    return all([work.test() for work in works])
+    """Advance every :class:`Work` or mpicoll request; True when all are
+    complete."""
+    return all([work.Test() for work in works])
 
 
 def then(first, after):

@@ -476,9 +476,6 @@ def test_nonblocking_wait(h):
 # failed test)
 
 
-@pytest.mark.xfail(not SELFTEST, strict=True,
-                   reason="nonblocking collectives return a mpicoll.Work, "
-                   "not an MPI.Request (docs/compatibility.md)")
 def test_nonblocking_request_interop(h):
     """Beyond ``Wait``/``wait``: what mpi4py programs also do with the
     request of a nonblocking collective (``Test()`` until done,
@@ -552,4 +549,60 @@ def test_nonblocking_request_interop(h):
         req.Wait()
         return isinstance(req, MPI.Request)
     h.check("isinstance(Ibarrier(), MPI.Request)", is_request, "barrier")
+
+    def mixed(c):  # a collective's request beside point-to-point ones
+        s, r = ids(c.rank, 3), full(3)
+        got = full(2)
+        right, left = (c.rank + 1) % c.size, (c.rank - 1) % c.size
+        reqs = [c.comm.Irecv(got, left, 7),
+                c.comm.Iallreduce(s, r, MPI.SUM, **c.kw),
+                c.comm.Isend(ids(c.rank, 2), right, 7)]
+        try:
+            done = []
+            while len(done) < len(reqs):
+                done += MPI.Request.Waitsome(reqs) or []
+        except Exception:
+            finish_all(reqs)
+            raise
+        return r, got, sorted(done), [q == MPI.REQUEST_NULL for q in reqs]
+    h.check("MPI.Request.Waitsome([Irecv, Iallreduce, Isend])", mixed,
+            "allreduce")
+    h.finish()
+
+
+def test_persistent_request_interop(h):
+    """What mpi4py programs do with a persistent collective's request:
+    ``Start`` it, wait on it among others with ``MPI.Request.Waitall``,
+    ``Wait(status)``, ``Test`` it while inactive, ``Free`` it; and
+    ``MPI.Prequest.Startall`` (the MPI library's own persistent requests:
+    a hand-built one starts only with its own ``Start``)."""
+    def start_waitall(c):
+        s, r = ids(c.rank, 3), full(3)
+        req = c.comm.Allreduce_init(s, r, MPI.SUM, **c.kw)
+        out = []
+        for k in range(2):
+            s[...] = ids(c.rank + k, 3)
+            req.Start()
+            barrier = c.comm.Ibarrier()
+            MPI.Request.Waitall([barrier, req])
+            out.append(r.copy())
+        req.Start()
+        status = MPI.Status()
+        req.Wait(status)
+        out.append((status.Get_error(), req.Test()))
+        req.Free()
+        return out, req == MPI.REQUEST_NULL
+    h.check("Allreduce_init: Start, MPI.Request.Waitall, Wait(status), "
+            "Free", start_waitall, "allreduce")
+
+    def startall(c):
+        b = ids(0, 4) if c.rank == 0 else full(4)
+        reqs = [c.comm.Bcast_init(b, 0, **c.kw), c.comm.Barrier_init()]
+        MPI.Prequest.Startall(reqs)
+        MPI.Request.Waitall(reqs)
+        for req in reqs:
+            req.Free()
+        return b
+    h.check("MPI.Prequest.Startall([Bcast_init, Barrier_init])", startall,
+            "bcast", algorithms=("native",))
     h.finish()

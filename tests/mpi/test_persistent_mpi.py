@@ -181,7 +181,7 @@ def test_every_algorithm_started_again_and_again(comm, name):
                                                       algorithm=algorithm)
         except errors.ConstraintError:
             continue  # declared limits (power of two, ...): every rank
-        assert isinstance(request, mpicoll.Persistent)
+        assert isinstance(request, MPI.Prequest)  # mpi4py's functions take it
         assert request.Test()  # inactive: complete, as MPI says
         for k in range(ROUNDS):
             fill(inputs, r, k)
@@ -262,7 +262,7 @@ def test_prepared_after_the_same_nonblocking_and_blocking_calls(comm, face):
             comm.Iallreduce(t, y).Wait()
             comm.Allreduce(t, y)
         request = comm.Allreduce_init(t, y)
-    assert isinstance(request, mpicoll.Persistent)
+    assert isinstance(request, (mpicoll.Persistent, MPI.Prequest))
     t[...] = comm.rank + 1
     y[...] = -1
     request.start()
@@ -313,3 +313,28 @@ def test_torch_face_lists_are_read_at_every_start(comm, name):
                 for i, y in enumerate(outs):
                     assert np.array_equal(y, block(i, r, k)), (algorithm, k)
         request.free()
+
+
+@pytest.mark.skipif(MPI.Query_thread() < MPI.THREAD_MULTIPLE,
+                    reason="hand-built persistent requests are MPI.Prequests "
+                    "only with the progress thread")
+def test_mpi4py_startall_refuses_a_hand_built_request_before_starting(comm):
+    """MPI has no persistent generalized requests: a hand-built one's
+    handle is null while inactive, so ``MPI.Prequest.Startall`` raises
+    ``ERR_REQUEST`` on every rank and starts nothing; ``mpicoll.startall``
+    starts it beside mpi4py's, and ``MPI.Request.Waitall`` completes both."""
+    x, y = np.full(4, comm.rank + 1.0), np.zeros(4)
+    request = comm.Allreduce_init(x, y, algorithm="ring")
+    barrier = MPI.Intracomm(comm).Barrier_init()
+    assert isinstance(request, MPI.Prequest)
+    with pytest.raises(MPI.Exception) as info:
+        MPI.Prequest.Startall([barrier, request])
+    assert info.value.Get_error_class() == MPI.ERR_REQUEST
+    assert barrier.Get_status()  # inactive: not started
+    for _ in range(2):
+        y[...] = 0
+        mpicoll.startall([barrier, request])
+        MPI.Request.Waitall([barrier, request])
+        assert np.all(y == sum(q + 1 for q in range(comm.size)))
+    request.Free()
+    barrier.Free()

@@ -59,16 +59,33 @@ def _several_rounds(comm):
 def test_one_short_round_stays_with_the_caller(comm, thread_on):
     """At two ranks recursive doubling is one exchange and one reduction:
     with a short message nothing is left for the thread but the
-    reduction, so the call is not handed to it; test/wait complete it."""
+    reduction, so the call is not handed to it; test/wait complete it.
+    On the torch-style face: the mpi4py face's request is a generalized
+    one, which the thread completes (the next test)."""
     if comm.size != 2:
         pytest.skip("one round of messages at two ranks only")
     x = values(comm.rank, 16, "float64")
-    work = comm.Iallreduce(MPI.IN_PLACE, x, MPI.SUM,
-                           algorithm="recursive_doubling")
+    work = PG(comm).all_reduce(
+        x, async_op=True, algorithm="recursive_doubling")
     assert not _compute_until(lambda: work._execution.done, 0.2)
     work.wait()
     assert np.array_equal(x, values(0, 16, "float64") +
                           values(1, 16, "float64"))
+
+
+def test_the_thread_completes_a_request_waited_on_by_mpi4py(comm, thread_on):
+    """The mpi4py face's request of a hand-built call is completed by the
+    thread, so ``MPI.Request.Waitall`` returns with the result in place,
+    also for a short call that the torch-style face leaves to its
+    caller (above)."""
+    x = values(comm.rank, 16, "float64")
+    request = comm.Iallreduce(MPI.IN_PLACE, x, MPI.SUM,
+                              algorithm="recursive_doubling")
+    assert isinstance(request, MPI.Request)
+    MPI.Request.Waitall([request, MPI.Intracomm(comm).Ibarrier()])
+    assert request == MPI.REQUEST_NULL
+    assert np.array_equal(x, sum(values(q, 16, "float64")
+                                 for q in range(comm.size)))
 
 
 def test_progress_without_test_or_wait(comm, thread_on):
