@@ -103,7 +103,7 @@ def caller(comm, case: Case, bufs: Buffers, algorithm: str, timeout=None,
 
         def call():
             request.Start()
-            request.wait(timeout)
+            request.wait(timeout=timeout)
             sync()
 
         call.free = request.Free

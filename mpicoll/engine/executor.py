@@ -172,29 +172,111 @@ def poll(test, timeout: float) -> bool:
     return True
 
 
-class Execution:
-    """A schedule in flight: post a round, test it, run its local steps,
-    post the next.
+class _Advancing:
+    """What both drivers of a started schedule share.
 
-    Any thread may advance it, one at a time (a lock per execution):
-    :meth:`wait` and :meth:`pending` take the lock; :meth:`test` and the
-    progress thread's :meth:`advance_if_free` (:mod:`mpicoll.engine.progress`)
-    only try it, skipping an execution another thread is advancing, so
-    neither ever waits for the other's reduction. An exception
-    raised while advancing (a user op's, say) ends the execution: it is
-    kept in ``error`` and raised again by every later ``test``/``wait``.
-    """
+    Any thread may advance it, one at a time (a lock per run): :meth:`wait`
+    takes the lock; :meth:`test` and the progress thread's
+    :meth:`advance_if_free` (:mod:`mpicoll.engine.progress`) only try it,
+    skipping a run another thread is advancing, so neither ever waits for
+    the other's reduction. An exception raised while advancing (a user
+    op's, say) ends the run: it is kept in ``error`` and raised again by
+    every later ``test``/``wait``. Subclasses say how a run starts
+    (``restart``), advances (``_advance(block)``) and where it is
+    (``at``)."""
 
     due = 0.0  # the progress thread's: when it may advance this
     queued = False  # in the progress thread's list
 
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._then = None  # on_finished's callable, for this run
+        self.done = True
+        self.error: Exception | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Complete or failed: nothing left for any thread to advance."""
+        return self.done or self.error is not None
+
+    def on_finished(self, then) -> None:
+        """Call ``then()`` once this run has finished (now, if it has),
+        in the thread that finishes it, holding the lock: what a
+        generalized request (:mod:`mpicoll.engine.requests`) completes
+        on."""
+        with self._lock:
+            self._then = then
+            if self.finished:
+                self._finished()
+
+    def _finished(self) -> None:
+        then, self._then = self._then, None
+        if then is not None:
+            then()
+
+    def _guarded(self, block: bool) -> None:
+        """Advance; keep and raise an error. The caller holds the lock."""
+        if self.error is not None:
+            raise self.error
+        try:
+            self._advance(block)
+        except Exception as exc:
+            self.error = exc
+            self._finished()
+            raise
+        if self.done and self._then is not None:
+            self._finished()
+
+    def test(self) -> bool:
+        """Advance without blocking; True once complete. While another
+        thread is advancing it (the progress thread running a round's
+        reduction, say), report without waiting for that thread."""
+        if not self._lock.acquire(blocking=False):
+            if self.error is not None:
+                raise self.error
+            return self.done
+        try:
+            self._guarded(block=False)
+        finally:
+            self._lock.release()
+        return self.done
+
+    def advance_if_free(self) -> bool:
+        """Advance without blocking unless another thread is advancing;
+        True if a round completed. An error is kept, not raised."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            before = self.at
+            if not self.finished:
+                try:
+                    self._guarded(block=False)
+                except Exception:  # kept in self.error for test/wait
+                    pass
+            return self.at != before or self.finished
+        finally:
+            self._lock.release()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until complete and return True; with ``timeout`` (seconds)
+        poll instead, returning False if the deadline passes first."""
+        if timeout is None:
+            with self._lock:
+                self._guarded(block=True)
+            return True
+        return poll(self.test, timeout)
+
+
+class Execution(_Advancing):
+    """A schedule in flight: post a round, test it, run its local steps,
+    post the next (the protocol of :class:`_Advancing`)."""
+
     def __init__(self, steps: tuple[Step, ...], comm: MPI.Comm,
                  tag: int) -> None:
+        super().__init__()
         self._steps = steps
         self._comm = comm
         self._tag = tag
-        self._lock = threading.Lock()
-        self._then = None  # on_finished's callable, for this run
         self.restart()
 
     def restart(self, tag: int | None = None) -> None:
@@ -210,16 +292,11 @@ class Execution:
             self._posted = False  # the current step's messages are posted
             self._requests: list[MPI.Request] = []
             self.done = False
-            self.error: Exception | None = None
+            self.error = None
             try:
                 self._advance(block=False, start=True)
             except Exception as exc:  # raised by test/wait, as any later
                 self.error = exc
-
-    @property
-    def finished(self) -> bool:
-        """Complete or failed: nothing left for any thread to advance."""
-        return self.done or self.error is not None
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -270,73 +347,6 @@ class Execution:
             self._next += 1
         self.done = True
 
-    def on_finished(self, then) -> None:
-        """Call ``then()`` once this run has finished (now, if it has),
-        in the thread that finishes it, holding the lock: what a
-        generalized request (:mod:`mpicoll.engine.requests`) completes
-        on."""
-        with self._lock:
-            self._then = then
-            if self.finished:
-                self._finished()
-
-    def _finished(self) -> None:
-        then, self._then = self._then, None
-        if then is not None:
-            then()
-
-    def _guarded(self, block: bool) -> None:
-        """Advance; keep and raise an error. The caller holds the lock."""
-        if self.error is not None:
-            raise self.error
-        try:
-            self._advance(block)
-        except Exception as exc:
-            self.error = exc
-            self._finished()
-            raise
-        if self.done and self._then is not None:
-            self._finished()
-
-    def test(self) -> bool:
-        """Advance without blocking; True once complete. While another
-        thread is advancing it (the progress thread running a round's
-        reduction, say), report without waiting for that thread."""
-        if not self._lock.acquire(blocking=False):
-            if self.error is not None:
-                raise self.error
-            return self.done
-        try:
-            self._guarded(block=False)
-        finally:
-            self._lock.release()
-        return self.done
-
-    def advance_if_free(self) -> bool:
-        """Advance without blocking unless another thread is advancing;
-        True if a round completed. An error is kept, not raised."""
-        if not self._lock.acquire(blocking=False):
-            return False
-        try:
-            before = self._next
-            if not self.finished:
-                try:
-                    self._guarded(block=False)
-                except Exception:  # kept in self.error for test/wait
-                    pass
-            return self._next != before or self.finished
-        finally:
-            self._lock.release()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until complete and return True; with ``timeout`` (seconds)
-        poll instead, returning False if the deadline passes first."""
-        if timeout is None:
-            with self._lock:
-                self._guarded(block=True)
-            return True
-        return poll(self.test, timeout)
-
     def pending(self) -> list[str]:
         """The operations of the current round not yet complete."""
         with self._lock:
@@ -351,76 +361,54 @@ class Execution:
                     if not req.Test()]
 
 
-class ShortRound:
-    """A prepared schedule of one short round of messages (or none),
-    run with no :class:`Execution` loop or lock: :meth:`restart` runs the
-    local steps before the round and starts its persistent requests,
-    :meth:`wait`/:meth:`test` complete them and run the local steps of the
-    round and after it (all of them at :meth:`restart` when there are no
-    messages). Only the caller's thread advances it: eager messages leave
-    the progress thread nothing to do. It has an execution's interface
-    (``done``, ``error``, ``test``, ``wait(timeout)``, ``pending``), and
-    like one keeps an error raised by a local step and raises it again
-    from every later ``test``/``wait``."""
+class ShortRound(_Advancing):
+    """A prepared schedule of one short round of messages (or none), run
+    with no :class:`Execution` loop: :meth:`restart` runs the local steps
+    before the round and starts its persistent requests; completing them
+    runs the local steps of the round and after it (all of them at
+    :meth:`restart` when there are no messages). Eager messages leave
+    nothing to advance but those last steps: the caller's ``test``/``wait``
+    runs them, or the progress thread when a generalized request waits on
+    it (:mod:`mpicoll.engine.requests`)."""
+
+    at = 0  # one round: "a round completed" is "finished"
 
     def __init__(self, before: list, requests: tuple, after: list,
                  names: list[str]) -> None:
+        super().__init__()
         self._before = before
         self._requests = list(requests)  # receives first, then sends
         self._after = after
         self._names = names  # what each request is, in words
-        self.done = True
-        self.error: Exception | None = None
-
-    @property
-    def finished(self) -> bool:
-        return self.done or self.error is not None
 
     def restart(self) -> None:
         """Start a run (only once the previous one is finished); an error
         in a local step is kept for ``test``/``wait``, as
         :meth:`Execution.restart` keeps it."""
-        self.done = False
-        self.error = None
-        try:
-            for fn in self._before:
-                fn()
-        except Exception as exc:
-            self.error = exc
+        with self._lock:
+            self.done = False
+            self.error = None
+            try:
+                for fn in self._before:
+                    fn()
+            except Exception as exc:
+                self.error = exc
+                return
+            if self._requests:
+                MPI.Prequest.Startall(self._requests)
+            else:
+                self.done = True
+
+    def _advance(self, block: bool) -> None:
+        if self.done:
             return
-        if self._requests:
-            MPI.Prequest.Startall(self._requests)
-        else:
-            self.done = True
-
-    def _complete(self) -> None:
-        try:
-            for fn in self._after:
-                fn()
-        except Exception as exc:
-            self.error = exc
-            raise
-        self.done = True
-
-    def test(self) -> bool:
-        """True once complete; runs the last local steps when the messages
-        are."""
-        if self.error is not None:
-            raise self.error
-        if not self.done and MPI.Request.Testall(self._requests):
-            self._complete()
-        return self.done
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """As :meth:`Execution.wait`."""
-        if timeout is not None:
-            return poll(self.test, timeout)
-        if self.error is not None:
-            raise self.error
-        if not self.done:
+        if block:
             MPI.Request.Waitall(self._requests)
-            self._complete()
-        return True
+        elif not MPI.Request.Testall(self._requests):
+            return
+        for fn in self._after:
+            fn()
+        self.done = True
 
     def pending(self) -> list[str]:
         """The messages of the round not yet complete."""

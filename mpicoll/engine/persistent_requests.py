@@ -7,7 +7,8 @@ says why).
   and ``MPI.Request.Waitall`` take it as they take mpi4py's; a start made
   that way is not in the flight recorder.
 - :class:`SchedulePrequest`: a hand-built schedule prepared on host
-  buffers, its messages persistent point-to-point requests. Its handle
+  buffers, its messages persistent point-to-point requests (one short
+  round of them runs on a :class:`~mpicoll.engine.executor.ShortRound`). Its handle
   is ``MPI.REQUEST_NULL`` while inactive, and each ``Start`` puts a new
   generalized request there, completed once the run is complete (by the
   caller's thread in ``Wait``/``Test``, or by the progress thread), so
@@ -32,7 +33,7 @@ import ctypes
 from mpi4py import MPI
 
 from mpicoll.engine import progress
-from mpicoll.engine.executor import Execution, needs_progress
+from mpicoll.engine.executor import Execution, needs_progress, short_round
 from mpicoll.engine.requests import Settling, _Waiting
 from mpicoll.errors import MPIArgumentError
 from mpicoll.guard.recorder import now
@@ -186,7 +187,10 @@ def schedule_prequest(where: dict, steps, comm, tag: int, stage, finish,
     prequest._keep = owners
     prequest._recorder, prequest._note = stamp or (None, None)
     prequest._stamp = prequest._watch = prequest._error = None
-    prequest._execution = prequest._greq = None
+    # one short round: a ShortRound, made now; else an Execution, made at
+    # the first start
+    prequest._execution = short_round(steps)
+    prequest._greq = None
     prequest._running = prequest._freed = False
     prequest._settled = True
     return prequest

@@ -252,6 +252,8 @@ class _Nudge:
     (that retention is bounded, so not counted as a leak here)."""
 
     finished = False
+    queued = False  # as an Execution's: the thread's bookkeeping
+    due = 0.0
 
     def advance_if_free(self) -> bool:
         self.finished = True
@@ -266,7 +268,7 @@ def settle() -> None:
         deadline = time.monotonic() + 5
         for nudge in (None, _Nudge()):
             if nudge is not None:  # once the finished ones are dropped
-                progress.submit(nudge)
+                progress.submit(nudge, 0.0)  # due at once
             while progress._active and time.monotonic() < deadline:
                 time.sleep(1e-3)
     fakecuda.NULL_STREAM.synchronize()
