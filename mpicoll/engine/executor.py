@@ -372,6 +372,7 @@ class ShortRound(_Advancing):
     it (:mod:`mpicoll.engine.requests`)."""
 
     at = 0  # one round: "a round completed" is "finished"
+    steps = ()  # no position to record (mpicoll.guard.recorder)
 
     def __init__(self, before: list, requests: tuple, after: list,
                  names: list[str]) -> None:
