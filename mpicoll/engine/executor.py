@@ -413,7 +413,8 @@ class ShortRound(_Advancing):
 
     def pending(self) -> list[str]:
         """The messages of the round not yet complete."""
-        if self.finished:
-            return []
-        return [w for req, w in zip(self._requests, self._names)
-                if not req.Test()]
+        with self._lock:  # the progress thread may be testing them
+            if self.finished:
+                return []
+            return [w for req, w in zip(self._requests, self._names)
+                    if not req.Test()]

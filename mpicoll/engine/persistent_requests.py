@@ -28,19 +28,13 @@ active one.
 
 from __future__ import annotations
 
-import ctypes
-
 from mpi4py import MPI
 
-from mpicoll.engine import progress
+from mpicoll.engine import grequests, progress
 from mpicoll.engine.executor import Execution, needs_progress, short_round
 from mpicoll.engine.requests import Settling, _Waiting
 from mpicoll.errors import MPIArgumentError
 from mpicoll.guard.recorder import now
-
-#: an MPI_Request as ctypes sees it: an int (MPICH) or a pointer (Open MPI)
-_HANDLE = {ctypes.sizeof(t): t for t in (ctypes.c_int, ctypes.c_void_p)}[
-    MPI._sizeof(MPI.Request)]
 
 
 def _refuse(where: dict, why: str) -> None:
@@ -128,8 +122,8 @@ def native_prequest(where: dict, request: MPI.Prequest,
 class SchedulePrequest(_Recorded, Settling, MPI.Prequest):
     """A prepared schedule (:func:`schedule_prequest`)."""
 
-    __slots__ = ("_comm", "_error", "_execution", "_finish", "_free",
-                 "_freed", "_greq", "_handle", "_keep", "_lazy", "_note",
+    __slots__ = ("_comm", "_complete", "_error", "_execution", "_finish",
+                 "_free", "_freed", "_handle", "_keep", "_lazy", "_note",
                  "_recorder", "_running", "_settled", "_stage", "_stamp",
                  "_steps", "_tag", "_watch", "_where")
 
@@ -143,8 +137,8 @@ class SchedulePrequest(_Recorded, Settling, MPI.Prequest):
                 self._steps, self._comm, self._tag)
         else:
             execution.restart()
-        greq = self._greq = MPI.Grequest.Start(None, None, None)
-        self._handle.value = MPI._handleof(greq)  # this request's handle
+        handle, self._complete = grequests.start()
+        self._handle.value = handle  # this request's own handle
         self._settled = False
         self._error = None
         execution.on_finished(self._settle)
@@ -168,7 +162,7 @@ class SchedulePrequest(_Recorded, Settling, MPI.Prequest):
     free = Free
 
     def _complete_handle(self) -> None:
-        self._greq.Complete()
+        self._complete()
 
 
 def schedule_prequest(where: dict, steps, comm, tag: int, stage, finish,
@@ -179,7 +173,8 @@ def schedule_prequest(where: dict, steps, comm, tag: int, stage, finish,
     the caller's buffers, alive until then; ``stamp``: ``(Recorder,
     note)`` or None."""
     prequest = SchedulePrequest()
-    prequest._handle = _HANDLE.from_address(MPI._addressof(prequest))
+    prequest._handle = grequests.HANDLE.from_address(
+        MPI._addressof(prequest))
     prequest._where = where
     prequest._steps, prequest._comm, prequest._tag = steps, comm, tag
     prequest._lazy = not needs_progress(steps)
@@ -190,7 +185,7 @@ def schedule_prequest(where: dict, steps, comm, tag: int, stage, finish,
     # one short round: a ShortRound, made now; else an Execution, made at
     # the first start
     prequest._execution = short_round(steps)
-    prequest._greq = None
+    prequest._complete = None
     prequest._running = prequest._freed = False
     prequest._settled = True
     return prequest

@@ -13,7 +13,8 @@ runs. So what an ``I*`` call on the mpi4py face returns is an
   subclass). Nothing is added to the wait.
 - :class:`ScheduleRequest`, for a hand-built schedule, or a native call
   with work to do at completion (a staged result to copy into place, a
-  lent ``MPI.Op`` to free): a generalized request (``MPI.Grequest``),
+  lent ``MPI.Op`` to free): a generalized request
+  (:mod:`mpicoll.engine.grequests`),
   completed once the schedule has run and that work is done, by
   whichever thread gets there first: the caller's, in the request's own
   ``Wait``/``Test``, or the progress thread (:mod:`mpicoll.engine.progress`),
@@ -46,6 +47,7 @@ import threading
 
 from mpi4py import MPI
 
+from mpicoll.engine import grequests
 from mpicoll.engine.executor import Execution, poll
 from mpicoll.errors import CollectiveTimeoutError
 
@@ -240,17 +242,17 @@ class Settling(_Waiting):
         return None if self._settled else self._execution
 
 
-class ScheduleRequest(Settling, MPI.Grequest):
+class ScheduleRequest(Settling, MPI.Request):
     """A generalized request completed once its
     :class:`~mpicoll.engine.executor.Execution` has run and ``finish``
     has (:func:`schedule_request` makes it)."""
 
-    __slots__ = ("_error", "_execution", "_finish", "_keep", "_settled",
-                 "_stamp", "_watch", "_where")
+    __slots__ = ("_complete", "_error", "_execution", "_finish", "_keep",
+                 "_settled", "_stamp", "_watch", "_where")
 
     def _complete_handle(self) -> None:
         self._keep = ()
-        MPI.Grequest.Complete(self)
+        self._complete()
 
 
 def schedule_request(where: dict, execution: Execution, finish,
@@ -259,7 +261,9 @@ def schedule_request(where: dict, execution: Execution, finish,
     handed to the progress thread by the caller), ``finish`` (None:
     nothing) to run once it is complete; ``keep``: the caller's buffers,
     alive until then."""
-    request = ScheduleRequest(MPI.Grequest.Start(None, None, None))
+    request = ScheduleRequest()
+    handle, request._complete = grequests.start()
+    grequests.put(request, handle)
     request._where = where
     request._keep = keep
     request._stamp = request._watch = request._error = None
