@@ -43,7 +43,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 from mpi4py import MPI
 
-from mpicoll.engine import progress
+from mpicoll.engine import grequests, progress
 from mpicoll.engine.agreeing import Agreeing
 
 from mpicoll.guard import check_mode
@@ -265,7 +265,7 @@ class Engine(Replays, Choosing, Agreeing, Guarding):
             return RequestWork(where, make, finish, owners)
         if finish is None:
             return native_request(where, make, owners)
-        if not progress.enabled():
+        if not grequests.usable():
             return Work(where=where, request=make(), finish=finish,
                         keep=owners)
         execution = Execution((Step((), (), (), call=make),), self.ctx.comm,
@@ -324,11 +324,12 @@ class Engine(Replays, Choosing, Agreeing, Guarding):
                                                    tag)
         else:
             execution.restart(tag)
-        if mode is REQUEST and (execution.finished or progress.submit(
-                execution, lazy=not plan.background)):
+        if mode is REQUEST and grequests.usable() and (
+                execution.finished or progress.submit(
+                    execution, lazy=not plan.background)):
             return schedule_request(where, execution, release, owners)
         work = ScheduleWork(where, execution, release, owners)
-        if plan.background and mode is not REQUEST:
+        if plan.background:
             progress.submit(execution)
         return work
 

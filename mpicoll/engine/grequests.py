@@ -2,34 +2,39 @@
 :mod:`mpicoll.engine.requests`: :func:`start` gives the handle of a new one
 and the callable that completes it; :func:`put` writes a handle into an
 ``MPI.Request`` object (mpicoll's request classes hold the generalized
-request's handle in their own).
+request's handle in their own); :func:`usable` says whether the engine
+makes them.
 
-Completion comes from the progress thread while the caller may be blocked
-in ``MPI_Wait`` on the same request (that is what generalized requests
-are for), and Open MPI 5 has a race there: ``MPI_Grequest_complete`` reads
-whether the waiter has already freed the request after waking it, and
-when it has, calls the request's free function a second time. mpi4py's
-``MPI.Grequest.Start`` always registers its own free function, which
-releases a Python object, so a second call corrupts memory (a
-segmentation fault at a later, unrelated call). On Open MPI the request
-is therefore started through the library's C entry point with no
-callbacks at all (which Open MPI accepts, and then has nothing to call
-twice); MPICH refuses null callbacks and has no such race, and there
-mpi4py's ``Grequest.Start`` is used.
+They need the progress thread, which completes them while the caller may
+be waiting in mpi4py's functions (:mod:`mpicoll.engine.progress`), and
+are not made on Open MPI: completed from that thread while the caller
+waits, they crashed the Open MPI leg of the test suite intermittently
+(Open MPI 5.0.11: its ``MPI_Grequest_complete`` reads, after waking the
+waiter, whether the request was freed, and calls the free function a
+second time if so; and a crash remained with no free function). There,
+as without the thread, the engine returns a
+:class:`~mpicoll.engine.work.Work` instead.
 """
 
 from __future__ import annotations
 
 import ctypes
-import re
 from collections.abc import Callable
-from functools import partial
 
 from mpi4py import MPI
+
+from mpicoll.engine import progress
 
 #: an MPI_Request as ctypes sees it: an int (MPICH) or a pointer (Open MPI)
 HANDLE = {ctypes.sizeof(t): t for t in (ctypes.c_int, ctypes.c_void_p)}[
     MPI._sizeof(MPI.Request)]
+
+_OPEN_MPI = MPI.get_vendor()[0] == "Open MPI"
+
+
+def usable() -> bool:
+    """Whether a call launched now may return a generalized request."""
+    return not _OPEN_MPI and progress.enabled()
 
 
 def put(request: MPI.Request, handle: int) -> None:
@@ -37,43 +42,7 @@ def put(request: MPI.Request, handle: int) -> None:
     HANDLE.from_address(MPI._addressof(request)).value = handle
 
 
-def _library() -> ctypes.CDLL | None:
-    """The Open MPI library this process has loaded, else None."""
-    if MPI.get_vendor()[0] != "Open MPI":
-        return None
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                found = re.search(r"(/\S*/libmpi\.so[.\d]*)$", line.strip())
-                if found:
-                    return ctypes.CDLL(found.group(1))
-    except OSError:
-        pass
-    return None
-
-
-_lib = _library()
-
-
-def _start_mpi4py() -> tuple[int, Callable[[], None]]:
+def start() -> tuple[int, Callable[[], None]]:
+    """``(handle, complete)``: a new generalized request."""
     request = MPI.Grequest.Start(None, None, None)
     return MPI._handleof(request), request.Complete
-
-
-def _start_c() -> tuple[int, Callable[[], None]]:
-    handle = HANDLE()
-    code = _lib.MPI_Grequest_start(None, None, None, None,
-                                   ctypes.byref(handle))
-    if code != MPI.SUCCESS:
-        raise MPI.Exception(code)
-    return handle.value, partial(_complete_c, HANDLE(handle.value))
-
-
-def _complete_c(handle) -> None:
-    code = _lib.MPI_Grequest_complete(handle)
-    if code != MPI.SUCCESS:
-        raise MPI.Exception(code)
-
-
-#: ``start() -> (handle, complete)``: a new generalized request
-start = _start_mpi4py if _lib is None else _start_c

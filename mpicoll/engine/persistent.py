@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from mpicoll.engine import progress
+from mpicoll.engine import grequests, progress
 from mpicoll.device.cuda import location
 from mpicoll.errors import MPIArgumentError
 from mpicoll.guard.recorder import note_of, now
@@ -342,7 +342,7 @@ def prepare(engine, call, watch=None) -> Persistent:
         if watch is None:
             engine.explain_prepared(call, alg, f"schedule of {len(steps)} "
                                     f"steps, its messages persistent requests")
-            made = schedule_prequest if progress.enabled() else \
+            made = schedule_prequest if grequests.usable() else \
                 ScheduledPersistent
             return made(where, steps, ctx.comm, tag, call.stage, finish,
                         owners, free, stamp)

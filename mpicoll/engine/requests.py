@@ -21,10 +21,12 @@ runs. So what an ``I*`` call on the mpi4py face returns is an
   which is what completes it while the caller waits in mpi4py's list
   functions. Without the progress thread (a thread level below
   ``MPI_THREAD_MULTIPLE``, or ``MPICOLL_PROGRESS_THREAD=0``) nothing
-  would, so the engine returns a :class:`~mpicoll.engine.work.Work`
-  instead: mpi4py's list functions refuse it with a ``TypeError`` rather
-  than wait forever. Cost: one ``MPI_Grequest_start`` and its completion
-  per call (``bench/call_overhead.py``).
+  would, and on Open MPI they are not made
+  (:mod:`mpicoll.engine.grequests`), so the engine returns a
+  :class:`~mpicoll.engine.work.Work` instead: mpi4py's list functions
+  refuse it with a ``TypeError`` rather than wait forever. Cost: one
+  ``MPI_Grequest_start`` and its completion per call
+  (``bench/call_overhead.py``).
 
 Both keep mpi4py's methods and add what mpicoll's guards need: their own
 ``Wait``/``Test`` (and mpi4py's lowercase ``wait``, ``test``, returning

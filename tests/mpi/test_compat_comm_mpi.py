@@ -16,7 +16,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.engine import progress
+from mpicoll.engine import grequests
 from compat import SELFTEST
 from compatcases import (BY_NAME, PLAIN, fixed_case, full, ids,
                          reduce_scatter_case)
@@ -477,9 +477,9 @@ def test_nonblocking_wait(h):
 # failed test)
 
 
-@pytest.mark.skipif(not SELFTEST and not progress.enabled(),
-                    reason="without the progress thread hand-built calls "
-                    "return a Work (docs/api.md#limits)")
+@pytest.mark.skipif(not SELFTEST and not grequests.usable(),
+                    reason="without generalized requests (no progress thread, "
+                    "Open MPI) hand-built calls return a Work")
 def test_nonblocking_request_interop(h):
     """Beyond ``Wait``/``wait``: what mpi4py programs also do with the
     request of a nonblocking collective (``Test()`` until done,
@@ -574,9 +574,9 @@ def test_nonblocking_request_interop(h):
     h.finish()
 
 
-@pytest.mark.skipif(not SELFTEST and not progress.enabled(),
-                    reason="without the progress thread hand-built calls "
-                    "return a Work (docs/api.md#limits)")
+@pytest.mark.skipif(not SELFTEST and not grequests.usable(),
+                    reason="without generalized requests (no progress thread, "
+                    "Open MPI) hand-built calls return a Work")
 def test_persistent_request_interop(h):
     """What mpi4py programs do with a persistent collective's request:
     ``Start`` it, wait on it among others with ``MPI.Request.Waitall``,

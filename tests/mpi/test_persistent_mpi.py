@@ -11,7 +11,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.engine import progress
+from mpicoll.engine import grequests
 from mpicoll import errors
 
 pytestmark = pytest.mark.mpi
@@ -182,7 +182,7 @@ def test_every_algorithm_started_again_and_again(comm, name):
                                                       algorithm=algorithm)
         except errors.ConstraintError:
             continue  # declared limits (power of two, ...): every rank
-        if progress.enabled():  # else a hand-built one is a Persistent
+        if grequests.usable():  # else a hand-built one is a Persistent
             assert isinstance(request, MPI.Prequest)  # mpi4py's take it
         assert request.Test()  # inactive: complete, as MPI says
         for k in range(ROUNDS):
@@ -317,9 +317,9 @@ def test_torch_face_lists_are_read_at_every_start(comm, name):
         request.free()
 
 
-@pytest.mark.skipif(not progress.enabled(),
+@pytest.mark.skipif(not grequests.usable(),
                     reason="hand-built persistent requests are MPI.Prequests "
-                    "only with the progress thread")
+                    "only with generalized requests (docs/api.md#limits)")
 def test_mpi4py_startall_refuses_a_hand_built_request_before_starting(comm):
     """MPI has no persistent generalized requests: a hand-built one's
     handle is null while inactive, so ``MPI.Prequest.Startall`` raises
