@@ -5,20 +5,26 @@ and the callable that completes it; :func:`put` writes a handle into an
 request's handle in their own); :func:`usable` says whether the engine
 makes them.
 
-They need the progress thread, which completes them while the caller may
-be waiting in mpi4py's functions (:mod:`mpicoll.engine.progress`), and
-are not made on Open MPI: completed from that thread while the caller
-waits, they crashed the Open MPI leg of the test suite intermittently
-(Open MPI 5.0.11: its ``MPI_Grequest_complete`` reads, after waking the
-waiter, whether the request was freed, and calls the free function a
-second time if so; and a crash remained with no free function). There,
-as without the thread, the engine returns a
-:class:`~mpicoll.engine.work.Work` instead.
+Experimental, off unless ``MPICOLL_GREQUESTS=1`` (read at import): with
+them, hand-built nonblocking and persistent calls return requests that
+mpi4py's ``MPI.Request.Waitall`` and friends take, completed by the
+progress thread while the caller may be waiting in those functions. Run
+that way, the full test suite crashed intermittently in its multi-rank
+legs (Open MPI 5.0.11 at 2 and 3 ranks, MPICH 5.0.2 at 5; never in a
+single file run alone), and the cause is not found yet: Open MPI's
+``MPI_Grequest_complete`` reads, after waking the waiter, whether the
+request was freed, and calls its free function a second time if so
+(mpi4py's free function releases a Python object), but a crash remained
+without it. Off, hand-built calls return a
+:class:`~mpicoll.engine.work.Work` (and a
+:class:`~mpicoll.engine.persistent.Persistent`), which mpi4py's functions
+refuse with a ``TypeError``: never a hang.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 from collections.abc import Callable
 
 from mpi4py import MPI
@@ -29,12 +35,14 @@ from mpicoll.engine import progress
 HANDLE = {ctypes.sizeof(t): t for t in (ctypes.c_int, ctypes.c_void_p)}[
     MPI._sizeof(MPI.Request)]
 
-_OPEN_MPI = MPI.get_vendor()[0] == "Open MPI"
+_WANTED = os.environ.get("MPICOLL_GREQUESTS", "0").strip().lower() in (
+    "1", "true", "yes", "on")
 
 
 def usable() -> bool:
-    """Whether a call launched now may return a generalized request."""
-    return not _OPEN_MPI and progress.enabled()
+    """Whether a call launched now may return a generalized request: asked
+    for, and the progress thread there to complete it."""
+    return _WANTED and progress.enabled()
 
 
 def put(request: MPI.Request, handle: int) -> None:

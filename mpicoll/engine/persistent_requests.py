@@ -18,8 +18,8 @@ says why).
   library's "invalid request" error (:func:`mpicoll.startall` takes
   mpicoll's requests and mpi4py's), and ``req == MPI.REQUEST_NULL`` is
   true while it is inactive, where mpi4py's inactive requests are not
-  null. It needs the progress thread and is not made on Open MPI
-  (:mod:`mpicoll.engine.grequests`); the engine makes a
+  null. It needs the progress thread and is made only where asked for
+  (:mod:`mpicoll.engine.grequests`); else the engine makes a
   :class:`~mpicoll.engine.persistent.Persistent` instead.
 
 Both keep the MPI rules the rest of mpicoll keeps: starting an active

@@ -21,8 +21,8 @@ runs. So what an ``I*`` call on the mpi4py face returns is an
   which is what completes it while the caller waits in mpi4py's list
   functions. Without the progress thread (a thread level below
   ``MPI_THREAD_MULTIPLE``, or ``MPICOLL_PROGRESS_THREAD=0``) nothing
-  would, and on Open MPI they are not made
-  (:mod:`mpicoll.engine.grequests`), so the engine returns a
+  would, and they are made only where asked for (``MPICOLL_GREQUESTS=1``,
+  experimental: :mod:`mpicoll.engine.grequests`); else the engine returns a
   :class:`~mpicoll.engine.work.Work` instead: mpi4py's list functions
   refuse it with a ``TypeError`` rather than wait forever. Cost: one
   ``MPI_Grequest_start`` and its completion per call

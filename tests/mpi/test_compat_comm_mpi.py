@@ -477,9 +477,11 @@ def test_nonblocking_wait(h):
 # failed test)
 
 
-@pytest.mark.skipif(not SELFTEST and not grequests.usable(),
-                    reason="without generalized requests (no progress thread, "
-                    "Open MPI) hand-built calls return a Work")
+#: the algorithms whose requests mpi4py's functions take: native ones
+#: always, hand-built ones with generalized requests (docs/api.md#limits)
+MIXED = None if grequests.usable() else ("auto", "native")
+
+
 def test_nonblocking_request_interop(h):
     """Beyond ``Wait``/``wait``: what mpi4py programs also do with the
     request of a nonblocking collective (``Test()`` until done,
@@ -497,7 +499,8 @@ def test_nonblocking_request_interop(h):
             finish_all([req])
             raise
         return r
-    h.check("Iallreduce(...): while not req.Test()", test_loop, "allreduce")
+    h.check("Iallreduce(...): while not req.Test()", test_loop, "allreduce",
+            algorithms=MIXED)
 
     def waitall(c):
         s, r = ids(c.rank, 3), full(3)
@@ -511,7 +514,7 @@ def test_nonblocking_request_interop(h):
             raise
         return r, b
     h.check("MPI.Request.Waitall([Iallreduce, Ibcast])", waitall,
-            "allreduce")
+            "allreduce", algorithms=MIXED)
 
     def waitany(c):
         s, r = ids(c.rank, 3), full(3)
@@ -522,7 +525,8 @@ def test_nonblocking_request_interop(h):
             finish_all(reqs)
             raise
         return r, index
-    h.check("MPI.Request.Waitany([Iallreduce])", waitany, "allreduce")
+    h.check("MPI.Request.Waitany([Iallreduce])", waitany, "allreduce",
+            algorithms=MIXED)
 
     def testall(c):
         s, r = ids(c.rank, 3), full(3)
@@ -534,7 +538,8 @@ def test_nonblocking_request_interop(h):
             finish_all(reqs)
             raise
         return r
-    h.check("MPI.Request.Testall([Iallreduce])", testall, "allreduce")
+    h.check("MPI.Request.Testall([Iallreduce])", testall, "allreduce",
+            algorithms=MIXED)
 
     def wait_status(c):
         s, r = ids(c.rank, 3), full(3)
@@ -546,13 +551,15 @@ def test_nonblocking_request_interop(h):
             finish_all([req])
             raise
         return r, status.Get_error()
-    h.check("Iallreduce(...).Wait(status)", wait_status, "allreduce")
+    h.check("Iallreduce(...).Wait(status)", wait_status, "allreduce",
+            algorithms=MIXED)
 
     def is_request(c):
         req = c.comm.Ibarrier(**c.kw)
         req.Wait()
         return isinstance(req, MPI.Request)
-    h.check("isinstance(Ibarrier(), MPI.Request)", is_request, "barrier")
+    h.check("isinstance(Ibarrier(), MPI.Request)", is_request, "barrier",
+            algorithms=MIXED)
 
     def mixed(c):  # a collective's request beside point-to-point ones
         s, r = ids(c.rank, 3), full(3)
@@ -570,13 +577,10 @@ def test_nonblocking_request_interop(h):
             raise
         return r, got, sorted(done), [q == MPI.REQUEST_NULL for q in reqs]
     h.check("MPI.Request.Waitsome([Irecv, Iallreduce, Isend])", mixed,
-            "allreduce")
+            "allreduce", algorithms=MIXED)
     h.finish()
 
 
-@pytest.mark.skipif(not SELFTEST and not grequests.usable(),
-                    reason="without generalized requests (no progress thread, "
-                    "Open MPI) hand-built calls return a Work")
 def test_persistent_request_interop(h):
     """What mpi4py programs do with a persistent collective's request:
     ``Start`` it, wait on it among others with ``MPI.Request.Waitall``,
@@ -600,7 +604,7 @@ def test_persistent_request_interop(h):
         req.Free()
         return out, req == MPI.REQUEST_NULL
     h.check("Allreduce_init: Start, MPI.Request.Waitall, Wait(status), "
-            "Free", start_waitall, "allreduce")
+            "Free", start_waitall, "allreduce", algorithms=MIXED)
 
     def startall(c):
         b = ids(0, 4) if c.rank == 0 else full(4)

@@ -79,7 +79,7 @@ def test_the_thread_completes_a_request_waited_on_by_mpi4py(comm, thread_on):
     also for a short call that the torch-style face leaves to its
     caller (above)."""
     if not grequests.usable():
-        pytest.skip("no generalized requests on Open MPI (docs/api.md)")
+        pytest.skip("generalized requests are off (MPICOLL_GREQUESTS)")
     x = values(comm.rank, 16, "float64")
     request = comm.Iallreduce(MPI.IN_PLACE, x, MPI.SUM,
                               algorithm="recursive_doubling")
