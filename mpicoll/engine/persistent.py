@@ -317,7 +317,7 @@ def prepare(engine, call, watch=None) -> Persistent:
                 stage is None:
             engine.explain_prepared(call, alg, "the MPI library's "
                                     "persistent request")
-            return native_prequest(where, request, stamp)
+            return native_prequest(where, request, owners, stamp)
 
         def start():
             if stage is not None:  # the request reads mpicoll's copy

@@ -75,8 +75,8 @@ class _Recorded:
 class NativePrequest(_Recorded, _Waiting, MPI.Prequest):
     """The library's persistent request (:func:`native_prequest`)."""
 
-    __slots__ = ("_freed", "_note", "_recorder", "_running", "_stamp",
-                 "_watch", "_where")
+    __slots__ = ("_freed", "_keep", "_note", "_recorder", "_running",
+                 "_stamp", "_watch", "_where")
 
     def Start(self) -> None:
         self._begin()
@@ -108,11 +108,14 @@ class NativePrequest(_Recorded, _Waiting, MPI.Prequest):
         return None
 
 
-def native_prequest(where: dict, request: MPI.Prequest,
+def native_prequest(where: dict, request: MPI.Prequest, keep: tuple,
                     stamp) -> NativePrequest:
-    """``request`` as a :class:`NativePrequest`; ``stamp``: ``(Recorder,
-    note)`` or None."""
+    """``request`` as a :class:`NativePrequest`; ``keep``: the caller's
+    buffers, alive while the request is (mpi4py's persistent collectives
+    hold no reference to them: a request made on temporaries would run on
+    freed memory); ``stamp``: ``(Recorder, note)`` or None."""
     prequest = NativePrequest(request)
+    prequest._keep = keep
     prequest._where = where
     prequest._recorder, prequest._note = stamp or (None, None)
     prequest._stamp = prequest._watch = None

@@ -6,6 +6,9 @@ blocks with gaps, a read-only root buffer)."""
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -199,6 +202,32 @@ def test_every_algorithm_started_again_and_again(comm, name):
                 mpicoll.waitall([request], timeout=60)
             for y, w in zip(outputs, want):
                 assert np.array_equal(y, w), (algorithm, k, y, w)
+        request.Free()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_request_keeps_its_buffers_alive(comm, name):
+    """mpi4py's ``X_init`` keeps no reference to its buffers, so a request
+    made on temporaries runs on freed memory; mpicoll's requests keep them
+    until the request goes, with every algorithm (the buffers the call
+    uses on this rank)."""
+    method = setup(comm, name)[0]
+    made = []
+    for algorithm in ["native", *mpicoll.algorithms(collective(method))]:
+        _, args, inputs, outputs = setup(comm, name)
+        refs = [weakref.ref(a) for a in inputs + outputs]
+        try:
+            request = getattr(comm, method + "_init")(*args,
+                                                      algorithm=algorithm)
+        except errors.ConstraintError:
+            continue
+        made.append((algorithm, request, refs))
+    del args, inputs, outputs  # the arrays' last references but mpicoll's
+    gc.collect(1)
+    for algorithm, request, refs in made:
+        assert all(ref() is not None for ref in refs), algorithm
+        request.Start()
+        request.Wait()
         request.Free()
 
 
