@@ -105,6 +105,14 @@ if [ -n "$ompi_ranks" ]; then
             -m mpi --ignore="$leaks" \
             --basetemp="$basetemp/openmpi-n$n" tests/mpi tests/gpu
     done
+    if command -v cc >/dev/null; then
+        echo "== memcheck (Open MPI, 3 ranks): freed NumPy memory held in" \
+            "quarantine (scripts/memcheck.sh)"
+        bash scripts/memcheck.sh 3 openmpi tests/mpi/test_security_mpi.py \
+            tests/mpi/test_persistent_mpi.py tests/mpi/test_progress_mpi.py
+    else
+        echo "== memcheck skipped: no C compiler (cc)"
+    fi
     echo "== tier 1 jobs (Open MPI): tests/jobs"
     "${ompi[@]}" PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe \
         "$ompi_py" -m pytest -q --color="$color" tests/jobs
