@@ -223,7 +223,7 @@ def test_a_request_keeps_its_buffers_alive(comm, name):
             continue
         made.append((algorithm, request, refs))
     del args, inputs, outputs  # the arrays' last references but mpicoll's
-    gc.collect(1)
+    gc.collect(1)  # and any cycle of the call's own that still held them
     for algorithm, request, refs in made:
         assert all(ref() is not None for ref in refs), algorithm
         request.Start()
