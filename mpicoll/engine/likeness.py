@@ -69,28 +69,32 @@ _PLAIN = frozenset((MPI.Op, MPI.Datatype, type(MPI.IN_PLACE),
                     type(MPI.BOTTOM), type(None)))  # compared by identity
 
 
-def likeness(obj):
+def likeness(obj, buffer: bool = True):
     """What a call's parse and choice read of ``obj`` (a memo argument),
     as a hashable value: an ``int`` or ``str`` itself; a buffer's kind and
     size; a message spec's likeness item by item; a plain argument (op,
     datatype, ``MPI.IN_PLACE``, None) by identity (its id: these are
     long-lived objects; :class:`Likeness` holds them); None for anything
-    else (no likeness: a device buffer, an unknown object)."""
+    else (no likeness: a device buffer, an unknown object), and for a
+    buffer anywhere in a spec but first (``buffer`` False): counts or
+    displacements in an array, whose values are what the call reads."""
     t = type(obj)
     if t is int or t is str:
         return obj
-    if t is np.ndarray:
-        return t, obj.dtype, obj.shape
     if t in _PLAIN:
         return id(obj)
     if t is list or t is tuple:
         parts = [t]
-        for item in obj:
-            part = likeness(item)
+        for i, item in enumerate(obj):
+            part = likeness(item, buffer and i == 0)
             if part is None:
                 return None
             parts.append(part)
         return tuple(parts)
+    if not buffer:
+        return None
+    if t is np.ndarray:
+        return t, obj.dtype, obj.shape
     if t in _SIZED:
         return t, len(obj)
     if t is memoryview:

@@ -34,6 +34,9 @@ from __future__ import annotations
 
 from operator import is_
 
+import numpy as np
+from mpi4py import MPI
+
 from mpicoll.engine.likeness import Likeness
 from mpicoll.engine.work import Work
 
@@ -153,6 +156,8 @@ class Replays(Likeness):
         if len(arrays) > 2:
             return  # more arrays than an entry compares
         first, second = (*arrays, _NO_ARRAY, _NO_ARRAY)[:2]
+        if not all(map(_frozen_counts, objects)):
+            return  # counts in an array: could change in place unseen
         specs = _Specs.of(objects)
         items, rest = None, specs
         if specs is not None and specs.specs[0][0] == 0 and \
@@ -286,6 +291,23 @@ class _Frozen:
             if not frozen.holds(spec[i]):
                 return False
         return True
+
+
+def _frozen_counts(obj, first: bool = True) -> bool:
+    """Whether what a message spec holds past its buffer (counts,
+    displacements, datatype) can only change by being replaced, which
+    :class:`_Frozen` sees: ints, strings, datatypes and other plain
+    objects, and lists or tuples of them; not an array of counts, whose
+    values can change in place."""
+    t = type(obj)
+    if t is list or t is tuple:
+        return all(_frozen_counts(x, first and i == 0)
+                   for i, x in enumerate(obj))
+    return first or t in _IMMUTABLE or isinstance(obj, _IMMUTABLE_KINDS)
+
+
+_IMMUTABLE = frozenset((int, str, bool, float, type(None)))
+_IMMUTABLE_KINDS = (MPI.Datatype, np.generic)
 
 
 class _NoArray:

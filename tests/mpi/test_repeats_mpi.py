@@ -17,6 +17,7 @@ must not be taken for the earlier call.
 from __future__ import annotations
 
 import weakref
+from functools import partial
 
 import numpy as np
 import pytest
@@ -429,3 +430,86 @@ def test_pairs_of_arrays_used_in_turn_are_kept(comm, algorithm):
         del x, y
     assert all(ref() is None for pair in dropped for ref in pair), \
         "arrays run by their likeness are held"
+
+
+def test_counts_in_arrays_changed_between_calls(h):
+    """Counts and displacements held in NumPy arrays are read anew on
+    every call: the same message spec with its count arrays changed in
+    place, and a new spec whose count arrays have the shape of the last
+    one's but other values, are not taken for the earlier call (neither
+    by replay nor by likeness), for every algorithm, against the raw
+    communicator."""
+    def layout(p, k):
+        counts = np.array([1 + (j + k) % 3 for j in range(p)])
+        return counts, np.concatenate(([0], np.cumsum(counts)[:-1]))
+
+    def allgatherv(c, *, new_spec):
+        p, me = c.size, c.rank
+        r = np.zeros(3 * p, "i8")
+        counts, displs = layout(p, 0)
+        spec = [r, (counts, displs), MPI.INT64_T]
+        out = []
+        for k in range(4):
+            if new_spec:
+                counts, displs = layout(p, k)
+                spec = [r, (counts, displs), MPI.INT64_T]
+            else:
+                counts[:], displs[:] = layout(p, k)
+            r[:] = 0
+            r[displs[me]:displs[me] + counts[me]] = ids(me, counts[me], k)
+            c("Allgatherv", MPI.IN_PLACE, spec)
+            out.append(r.copy())
+        return out
+    h.check("Allgatherv, count arrays changed in place",
+            partial(allgatherv, new_spec=False), "allgatherv")
+    h.check("Allgatherv, new count arrays alike to the last",
+            partial(allgatherv, new_spec=True), "allgatherv")
+
+    def alltoallv(c):
+        p, me = c.size, c.rank
+        s, r = ids(me, 3 * p), np.zeros(3 * p, "i8")
+        sc, sd = layout(p, me)
+        rc, rd = layout(p, 0)
+        send, recv = [s, (sc, sd), MPI.INT64_T], [r, (rc, rd), MPI.INT64_T]
+        out = []
+        for k in range(4):  # i sends 1 + (i + k + j) % 3 to j
+            sc[:], sd[:] = layout(p, me + k)
+            rc[:] = [1 + (i + k + me) % 3 for i in range(p)]
+            rd[:] = np.concatenate(([0], np.cumsum(rc)[:-1]))
+            r[:] = 0
+            c("Alltoallv", send, recv)
+            out.append(r.copy())
+        return out
+    h.check("Alltoallv, count arrays changed in place", alltoallv,
+            "alltoallv")
+
+    def gatherv(c):
+        p, me = c.size, c.rank
+        s, r = ids(me, 3), np.zeros(3 * p, "i8")
+        counts, displs = layout(p, 0)
+        send, recv = [s, 1, MPI.INT64_T], [r, (counts, displs), MPI.INT64_T]
+        out = []
+        for k in range(4):
+            counts[:], displs[:] = layout(p, k)
+            send[1] = int(counts[me])
+            r[:] = 0
+            c("Gatherv", send, recv, 0)
+            out.append(r.copy())
+        return out
+    h.check("Gatherv, count arrays changed in place", gatherv, "gatherv")
+
+    def scatterv(c):
+        p, me = c.size, c.rank
+        s, r = ids(me, 3 * p), np.zeros(3, "i8")
+        counts, displs = layout(p, 0)
+        send, recv = [s, (counts, displs), MPI.INT64_T], [r, 1, MPI.INT64_T]
+        out = []
+        for k in range(4):
+            counts[:], displs[:] = layout(p, k)
+            recv[1] = int(counts[me])
+            r[:] = 0
+            c("Scatterv", send, recv, 0)
+            out.append(r.copy())
+        return out
+    h.check("Scatterv, count arrays changed in place", scatterv, "scatterv")
+    h.finish()
