@@ -3,6 +3,7 @@ every buffer form, raw communicator against ``mpicoll.Comm``.
 
     mpiexec -n 2 python -m mpi4py bench/wrap_cost.py demos   # OSU-style loops
     mpiexec -n 2 python -m mpi4py bench/wrap_cost.py forms   # one row a form
+    mpiexec -n 2 python -m mpi4py bench/wrap_cost.py forms -c Gatherv,Alltoallv
 
 ``demos`` times the loops of mpi4py's ``demo/osu_*.py`` programs: for each
 message size one message list (``[buf, size, MPI.BYTE]`` on an ``mmap``
@@ -45,8 +46,9 @@ FORM_SIZES = (8, 4096, 256 * 1024)
 def arguments(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("part", choices=("demos", "forms"))
-    p.add_argument("-c", "--collective", default=",".join(DEMOS),
-                   help="demos: comma list (default all)")
+    p.add_argument("-c", "--collective", default=None,
+                   help="comma list: demos' collectives (default all), or "
+                        "forms' calls (e.g. Gatherv,Alltoallv; default all)")
     p.add_argument("-e", "--maxbytes", type=int, default=1 << 20)
     p.add_argument("--numpy", action="store_true",
                    help="demos: NumPy buffers instead of mmap")
@@ -113,7 +115,7 @@ def demos(args, world) -> None:
     top = args.maxbytes
     bufs = (allocate(top * p, args.numpy), allocate(top * p, args.numpy))
     kind = "NumPy" if args.numpy else "mmap"
-    for collective in args.collective.split(","):
+    for collective in (args.collective or ",".join(DEMOS)).split(","):
         sizes = [0, 1] if collective != "barrier" else [0]
         while collective != "barrier" and sizes[-1] * 2 <= top:
             sizes.append(sizes[-1] * 2)
@@ -250,6 +252,14 @@ def gather_cases(p: int, n: int) -> list:
          lambda c: c.Alltoallv([t, (counts, displs), MPI.BYTE],
                                [g, (counts, displs), MPI.BYTE]),
          ("alltoallv", n)),
+        ("Gatherv", "[buf, (counts, displs), TYPE]", "NumPy", n,
+         lambda c: c.Gatherv(own, vg, 0),
+         lambda c: c.Gatherv(own[:n], [g, (counts, displs), MPI.BYTE], 0),
+         ("gatherv", n)),
+        ("Scatterv", "[buf, (counts, displs), TYPE]", "NumPy", n,
+         lambda c: c.Scatterv(vt, own, 0),
+         lambda c: c.Scatterv([t, (counts, displs), MPI.BYTE], own[:n], 0),
+         ("scatterv", n)),
     ]
 
 
@@ -273,8 +283,11 @@ def forms(args, world) -> None:
         print(f"# {'call':<11}{'form':<31}{'buffer':<12}{'bytes':>7} "
               f"{'auto':<7}{'same raw':>9}{'+us':>7}{'new raw':>9}"
               f"{'+us':>7}")
+    only = args.collective and args.collective.split(",")
     for name, form, kind, n, same, new, (collective, count) in \
             forms_cases(world):
+        if only and name not in only:
+            continue
         dtype = "float64" if collective == "allreduce" else "uint8"
         choice = wrapped.explain(collective, count=count, dtype=dtype)
         auto = "native" if choice.algorithm.native else "built"

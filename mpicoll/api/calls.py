@@ -182,7 +182,8 @@ class CallBuilder:
         c = "alltoallv"
         engine = self._engine
         size = engine.size
-        rows, _ = engine.agree(c, (tuple(scounts), tuple(rcounts)))
+        rows, _, agreement = engine.agree(c, (tuple(scounts),
+                                              tuple(rcounts)))
         matrix = tuple(tuple(sc) for sc, _ in rows)
         engine.disagree(c, [
             f"rank {i} sends {matrix[i][j]} to rank {j}, which expects "
@@ -196,7 +197,8 @@ class CallBuilder:
                                    [recv, list(rcounts)])
 
         return engine.launch(Call(c, algorithm, send, recv, matrix, None, 0,
-                                  native, owners, finish, **extra), async_op)
+                                  native, owners, finish, **extra,
+                                  agreement=agreement), async_op)
 
     def _scan(self, c, send, recv, op, algorithm, owners, async_op,
               memo=None, **extra):

@@ -220,7 +220,7 @@ class ProcessGroup(TorchPointToPoint, TensorArguments, CallBuilder):
                 f"elements of {send.dtype}), and every tensor_list[i] be of "
                 f"that dtype", **self._where(c))
         counts = tuple(f.size for f in flats)
-        rows, _ = self._engine.agree(c, counts)
+        rows, _, _ = self._engine.agree(c, counts)
         self._engine.disagree(c, [
             f"rank {q} lists sizes {list(row)}, rank {rank} {list(counts)}"
             for q, row in enumerate(rows) if row != counts])

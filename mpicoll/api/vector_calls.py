@@ -112,19 +112,24 @@ class VectorCalls:
         return send, restage
 
     def Gatherv(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
-        self._call_gatherv(sendbuf, recvbuf, root, algorithm, False)
+        if not self._replayed("Gatherv", algorithm, recvbuf, sendbuf, root):
+            self._call_gatherv(sendbuf, recvbuf, root, algorithm, False,
+                               "Gatherv")
 
     def Igatherv(self, sendbuf, recvbuf, root=0, *,
                  algorithm="auto") -> MPI.Request:
         return self._call_gatherv(sendbuf, recvbuf, root, algorithm, REQUEST)
 
-    def _call_gatherv(self, sendbuf, recvbuf, root, algorithm, async_op):
+    def _call_gatherv(self, sendbuf, recvbuf, root, algorithm, async_op,
+                      name=None):
         """Gather blocks of per-rank sizes into the root's ``recvbuf``, a
         vector specification (unpacked displacements are staged, as in
         :meth:`Allgatherv`). Every call checks,
         in one small allgather, that each rank sends what the root's
         ``recvcounts`` expects; that is also how every rank learns the
-        counts the binomial algorithm needs."""
+        counts the binomial algorithm needs. A blocking call is kept for
+        replay with that allgather (:mod:`mpicoll.engine.agreeing`)."""
+        memo = name and (name, algorithm, recvbuf, sendbuf, root, None)
         c = "gatherv"
         root = check_root(root, self._engine.size, where=self._where(c))
         counts = finish = None
@@ -142,10 +147,13 @@ class VectorCalls:
                 self._same_type(send, recv, c)
             owners = (*owners_of(sendbuf, rspec), recv)
             finish = v.unpack if v.staged else None
+            if v.staged:
+                memo = None
         else:
             send, restage = self._simple(sendbuf, c)
             recv, owners = send[:0], owners_of(sendbuf)
-        sizes, counts = self._engine.agree(c, send.size, counts, root)
+        sizes, counts, agreement = self._engine.agree(c, send.size, counts,
+                                                      root)
         self._engine.disagree(c, [f"rank {q} sends {n}, recvcounts[{q}] is "
                            f"{counts[q]}" for q, n in enumerate(sizes)
                            if n != counts[q]])
@@ -158,21 +166,26 @@ class VectorCalls:
 
         return self._engine.launch(Call(
             c, algorithm, send, recv, counts, None, root, native, owners,
-            unstage=finish, stage=restage,
-            given=("Gatherv", (sendbuf, recvbuf, root))),
-            async_op)
+            memo=memo, unstage=finish, stage=restage,
+            given=("Gatherv", (sendbuf, recvbuf, root)),
+            agreement=agreement), async_op)
 
     def Scatterv(self, sendbuf, recvbuf, root=0, *, algorithm="auto"):
-        self._call_scatterv(sendbuf, recvbuf, root, algorithm, False)
+        if not self._replayed("Scatterv", algorithm, recvbuf, sendbuf, root):
+            self._call_scatterv(sendbuf, recvbuf, root, algorithm, False,
+                                "Scatterv")
 
     def Iscatterv(self, sendbuf, recvbuf, root=0, *,
                   algorithm="auto") -> MPI.Request:
         return self._call_scatterv(sendbuf, recvbuf, root, algorithm, REQUEST)
 
-    def _call_scatterv(self, sendbuf, recvbuf, root, algorithm, async_op):
+    def _call_scatterv(self, sendbuf, recvbuf, root, algorithm, async_op,
+                       name=None):
         """Scatter blocks of per-rank sizes from the root's ``sendbuf``, a
         vector specification (unpacked displacements are staged); counts
-        are checked across ranks as in :meth:`Gatherv`."""
+        are checked across ranks, and blocking calls kept, as in
+        :meth:`Gatherv`."""
+        memo = name and (name, algorithm, recvbuf, sendbuf, root, None)
         c = "scatterv"
         root = check_root(root, self._engine.size, where=self._where(c))
         counts = unstage = restage = None
@@ -189,10 +202,13 @@ class VectorCalls:
                 recv, unstage = self._simple_recv(recvbuf, c)
                 self._same_type(send, recv, c)
             owners = (*owners_of(sspec, recvbuf), send)
+            if v.staged:
+                memo = None
         else:
             recv, unstage = self._simple_recv(recvbuf, c)
             send, owners = recv[:0], owners_of(recvbuf)
-        sizes, counts = self._engine.agree(c, recv.size, counts, root)
+        sizes, counts, agreement = self._engine.agree(c, recv.size, counts,
+                                                      root)
         self._engine.disagree(c, [f"rank {q} receives {n}, sendcounts[{q}] is "
                            f"{counts[q]}" for q, n in enumerate(sizes)
                            if n < counts[q]])
@@ -206,24 +222,30 @@ class VectorCalls:
 
         return self._engine.launch(Call(
             c, algorithm, send, recv, counts, None, root, native, owners,
-            unstage=unstage, stage=restage,
-            given=("Scatterv", (sendbuf, recvbuf, root))),
+            memo=memo, unstage=unstage, stage=restage,
+            given=("Scatterv", (sendbuf, recvbuf, root)),
+            agreement=agreement),
             async_op)
 
     def Alltoallv(self, sendbuf, recvbuf, *, algorithm="auto"):
-        self._call_alltoallv(sendbuf, recvbuf, algorithm, False)
+        if not self._replayed("Alltoallv", algorithm, recvbuf, sendbuf):
+            self._call_alltoallv(sendbuf, recvbuf, algorithm, False,
+                                 "Alltoallv")
 
     def Ialltoallv(self, sendbuf, recvbuf, *, algorithm="auto") -> MPI.Request:
         return self._call_alltoallv(sendbuf, recvbuf, algorithm, REQUEST)
 
-    def _call_alltoallv(self, sendbuf, recvbuf, algorithm, async_op):
+    def _call_alltoallv(self, sendbuf, recvbuf, algorithm, async_op,
+                        name=None):
         """Blocks of any sizes between every pair: both buffers are vector
         specifications (unpacked displacements are staged). One small
         allgather of
         every rank's send and receive counts builds the whole count matrix
         the schedules are keyed by, and checks that what ``i`` sends to
-        ``j`` is what ``j`` expects from ``i``. In place, the input is
+        ``j`` is what ``j`` expects from ``i``; a blocking call is kept for
+        replay with it, as in :meth:`Gatherv`. In place, the input is
         copied out of ``recvbuf`` first, with the receive counts."""
+        memo = name and (name, algorithm, recvbuf, sendbuf, None, None)
         c = "alltoallv"
         rv, rspec = self._vector(recvbuf, c, "recvbuf", receiving=True)
         if is_in_place(sendbuf):
@@ -237,10 +259,12 @@ class VectorCalls:
             send = sv.array
             restage = sv.pack if sv.staged else None
             self._same_type(send, rv.array, c)
+        if rv.staged or sv.staged:
+            memo = None
         return self._alltoallv(send, rv.array, sv.counts, rv.counts,
                                algorithm,
                                (*owners_of(sspec, rspec), send, rv.array),
-                               async_op,
+                               async_op, memo=memo,
                                unstage=rv.unpack if rv.staged else None,
                                stage=restage,
                                given=("Alltoallv", (sendbuf, recvbuf)))

@@ -117,6 +117,8 @@ class Call(NamedTuple):
     stage: Callable | None = None  # before every run of a hand-built
     # schedule (replays and persistent starts too): refresh ``send`` from
     # the caller's buffer (in-place alltoall's input copy)
+    agreement: object = None  # the count exchange the call made before
+    # it (mpicoll.engine.agreeing.Agreement), made again by its replays
 
 
 class Settings(NamedTuple):
@@ -250,10 +252,11 @@ class Engine(Replays, Choosing, Agreeing, Guarding):
             return start()
         make()
         if remember:
-            self._remember(self._replays, call.memo, then(make, finish))
+            self._remember(self._replays, call.memo, then(make, finish),
+                           call.agreement)
             if given is not None and finish is None:
                 self.remember(call.memo, getattr(self.ctx.comm, given[0]),
-                              given[1])
+                              given[1], agreement=call.agreement)
         if finish is not None:
             finish()
         return None
@@ -297,8 +300,10 @@ class Engine(Replays, Choosing, Agreeing, Guarding):
         run_steps()
         if call.memo is not None:
             self._remember(self._replays, call.memo,
-                           then(then(call.stage, run_steps), finish))
-            if finish is None and call.stage is None:
+                           then(then(call.stage, run_steps), finish),
+                           call.agreement)
+            if finish is None and call.stage is None and \
+                    call.agreement is None:
                 self.remember(call.memo, Rerun(
                     self.ctx, alg, call.count, call.root, call.op),
                     (call.send, call.recv), flat=True)

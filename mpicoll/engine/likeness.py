@@ -27,9 +27,10 @@ What it runs:
   (:class:`~mpicoll.engine.rebind.Rebinding`, on scratch of its own) and
   runs it.
 
-Only calls whose parse moves no message are kept (those that exchange
-counts are never kept), so a rank that skips the parse cannot leave its
-peers waiting. A call run by its likeness holds nothing of its buffers
+A call whose parse exchanges counts (Gatherv, Scatterv, Alltoallv) is
+kept with its exchange (:mod:`mpicoll.engine.agreeing`), made again
+before each call alike to it, so a rank that skips the parse still makes
+the one exchange its peers make. A call run by its likeness holds nothing of its buffers
 (holding them until the next call would keep the allocator from reusing
 their memory for the next call's new arrays: at 512 KiB that made such
 calls 3x slower in ``bench/new_arrays.py``). A :class:`Rerun` remembers
@@ -56,6 +57,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll.device.memory import address
+from mpicoll.engine.agreeing import Declined
 from mpicoll.engine.executor import run
 
 KINDS = 32  # calls kept by likeness per engine
@@ -145,27 +147,40 @@ class Likeness:
         kept = kinds.get(key)
         if kept is None:
             return False
+        agreement = kept.agreement
+        if agreement is not None:
+            if not kept.ready((buf, a, b, c)):
+                return False  # the full path refuses it before exchanging
+            try:
+                agreement.exchange()
+            except Declined:
+                return False
         rec = self.recorder
         if rec is None:
-            return kept.made((buf, a, b, c))
-        seq = rec.begin(kept.note)
-        try:
             made = kept.made((buf, a, b, c))
-        finally:
-            rec.end(seq)
-        if not made:  # refused before any message: the full path makes it
-            rec.undo(seq)
-        return made
+        else:
+            seq = rec.begin(kept.note)
+            try:
+                made = kept.made((buf, a, b, c))
+            finally:
+                rec.end(seq)
+            if not made:
+                rec.undo(seq)
+        if not made and agreement is not None:
+            agreement.refused()
+        return made  # refused before any message: the full path makes it
 
     def remember(self, memo, call: Callable, args: tuple,
-                 flat: bool = False) -> None:
+                 flat: bool = False, agreement=None) -> None:
         """Keep a blocking call that made ``call(*args)`` by the likeness
         of its ``memo`` ``(name, algorithm, buf, a, b, c)``: the library's
         call (``args``: the caller's own arguments to mpi4py, each a memo
         object) or, ``flat``, a :class:`Rerun` (``args`` are the call's
         ``send`` and ``recv``, each the whole of a memo array, flattened;
         every memo buffer must then be a C-contiguous writeable NumPy
-        array)."""
+        array). ``agreement``: the count exchange the call made first
+        (:class:`~mpicoll.engine.agreeing.Agreement`), made again by each
+        call alike to it."""
         name, algorithm, *objects = memo
         parts = [likeness(obj) for obj in objects]
         if any(part is None for part in parts):
@@ -194,12 +209,12 @@ class Likeness:
         kept = self._kinds.get(key)
         if kept is not None and kept.slots == tuple(slots) and \
                 _same_call(kept.call, call):
+            kept.agreement = agreement  # the latest counts seen
             return  # the same call: keep it, its rebinding and its recent
         if len(self._kinds) >= KINDS and key not in self._kinds:
             del self._kinds[next(iter(self._kinds))]  # the oldest
-        self._kinds[key] = _Alike(call, tuple(slots), flat,
-                                  tuple(buffers) if len(buffers) == 2
-                                  else None, tuple(held), self.note)
+        self._kinds[key] = _Alike(call, tuple(slots), flat, tuple(buffers),
+                                  tuple(held), self.note, agreement)
 
     def forget(self) -> None:
         self._kinds.clear()
@@ -209,18 +224,23 @@ class _Alike:
     """One kept call: what it calls (mpi4py's method on the private
     communicator, or a :class:`Rerun`), the memo position of each of its
     arguments (``flat``: ``(position, reshape)`` of its send and receive
-    arrays), the memo positions of its send and receive buffers where it
-    has two (checked for overlap), and the plain objects whose ids its key
-    holds. A :class:`Rerun`'s ``recent`` holds weak references to the
-    arrays of its last :data:`RECENT` calls, by the id of the first."""
+    arrays), the memo positions of its buffers (``pair``: of its send and
+    receive buffers where it has two, checked for overlap), the plain
+    objects whose ids its key holds, and its count exchange
+    (``agreement``, or None). A :class:`Rerun`'s ``recent`` holds weak
+    references to the arrays of its last :data:`RECENT` calls, by the id
+    of the first."""
 
-    __slots__ = ("call", "flat", "held", "note", "one", "pair", "pick",
-                 "recent", "slots")
+    __slots__ = ("agreement", "buffers", "call", "flat", "held", "note",
+                 "one", "pair", "pick", "recent", "slots")
 
-    def __init__(self, call, slots, flat, pair, held, note) -> None:
-        self.call, self.slots, self.flat, self.pair, self.held = \
-            call, slots, flat, pair, held
+    def __init__(self, call, slots, flat, buffers, held, note,
+                 agreement=None) -> None:
+        self.call, self.slots, self.flat, self.buffers, self.held = \
+            call, slots, flat, buffers, held
+        self.pair = buffers if len(buffers) == 2 else None
         self.note = note  # the flight recorder's note of the kept call
+        self.agreement = agreement  # made again before each call
         self.pick = itemgetter(*slots) if slots and not flat else _none
         self.one = len(slots) == 1
         self.recent: dict[int, tuple] = {}
@@ -231,15 +251,9 @@ class _Alike:
         overlap, mpi4py refusing the arguments, or a :class:`Rerun`'s
         arrays that are not C-contiguous and writeable or that are the
         very arrays of one of its last calls."""
-        if self.pair is not None:
-            x, y = (_buffer(objects[i]) for i in self.pair)
-            try:
-                x, y = MPI.buffer(x), MPI.buffer(y)
-            except REFUSED:
-                return False
-            lo, hi = x.address, y.address
-            if lo < hi + y.nbytes and hi < lo + x.nbytes:
-                return False  # overlap (the full parse says why)
+        if self.pair is not None and self.agreement is None and \
+                not self._apart(objects):
+            return False  # (checked by ready() where there is an agreement)
         if self.flat:
             return self._rerun(objects)
         try:
@@ -250,6 +264,25 @@ class _Alike:
         except REFUSED:
             return False
         return True
+
+    def ready(self, objects: tuple) -> bool:
+        """Whether a call on ``objects`` passes, before any message, what
+        its full path would check before its count exchange: every buffer
+        a C-contiguous writeable NumPy array (anything else, that path
+        parses), send and receive apart."""
+        return all(_plain_array(_buffer(objects[i])) for i in self.buffers) \
+            and (self.pair is None or self._apart(objects))
+
+    def _apart(self, objects: tuple) -> bool:
+        """The send and receive buffers do not overlap (where they do, or
+        mpi4py refuses them, the full parse says why)."""
+        x, y = (_buffer(objects[i]) for i in self.pair)
+        try:
+            x, y = MPI.buffer(x), MPI.buffer(y)
+        except REFUSED:
+            return False
+        lo, hi = x.address, y.address
+        return not (lo < hi + y.nbytes and hi < lo + x.nbytes)
 
     def _rerun(self, objects: tuple) -> bool:
         arrays = [objects[i] for i, _ in self.slots]

@@ -37,6 +37,7 @@ from operator import is_
 import numpy as np
 from mpi4py import MPI
 
+from mpicoll.engine.agreeing import Declined
 from mpicoll.engine.likeness import Likeness
 from mpicoll.engine.work import Work
 
@@ -90,12 +91,18 @@ class Replays(Likeness):
                     (items is None or (len(buf) == len(items)
                                        and all(map(is_, buf, items)))) and \
                     (rest is None or rest.hold(buf, a, b, c)):
-                run()
+                try:
+                    run()
+                except Declined:  # another rank's counts changed
+                    return False
                 return True
         if e is not None or type(buf) in _SPEC or type(a) in _SPEC:
             run = self._found(self._replays, name, algorithm, buf, a, b, c)
             if run is not None:
-                run()
+                try:
+                    run()
+                except Declined:
+                    return False
                 return True
         return self.alike(name, algorithm, buf, a, b, c)
 
@@ -134,23 +141,30 @@ class Replays(Likeness):
                 return run
         return None
 
-    def _remember(self, table: dict, memo, run) -> None:
+    def _remember(self, table: dict, memo, run, agreement=None) -> None:
         """Keep ``run`` (a blocking call's whole run, or a nonblocking
         call's launch) in ``table``: ``memo`` is its ``(name, algorithm,
         buf, a, b, c)``. It goes at the ids of ``buf`` and ``a`` and, where
         either is a message spec, also at the ids of their items; where a
         call of another method or algorithm holds that place, beside it
         (calls of two algorithms made in turn on the same arrays keep an
-        entry each)."""
+        entry each). A blocking call that agreed on counts is kept with its
+        :class:`~mpicoll.engine.agreeing.Agreement`, made again before
+        each replay (not in check mode, whose exchanges it would skip)."""
         name, algorithm, buf, a, b, c = memo
         if self.check_first is not None and table is self._restarts:
             return  # a relaunch may decline (plan busy) after checking
+        if agreement is not None and (table is self._restarts or
+                                      self.check_first is not None):
+            return
         rec = self.recorder
         if rec is not None:  # numbered and stamped on each run
             run = rec.wrap(run, self.note) if table is self._replays \
                 else _posting(rec, run, self.note)
         if self.check_first is not None:
             run = _after(self.check_first, run)
+        if agreement is not None:  # before the call is numbered
+            run = agreement.before(run)
         objects = (buf, a, b, c)
         arrays = [o for o in objects if hasattr(o, "dtype")]
         if len(arrays) > 2:
@@ -161,7 +175,7 @@ class Replays(Likeness):
         specs = _Specs.of(objects)
         items, rest = None, specs
         if specs is not None and specs.specs[0][0] == 0 and \
-                specs.specs[0][1].deep is None:  # buf's items, checked inline
+                specs.specs[0][1].flat:  # buf's items, checked inline
             items = specs.specs[0][1].items
             rest = _Specs((), specs.specs[1:]) if specs.specs[1:] else None
         entry = (name, algorithm, buf, a, b, c, first, first.dtype, second,
@@ -257,40 +271,50 @@ class _Specs:
 class _Frozen:
     """What a message spec (a list or tuple) held when its call was kept,
     to tell whether the caller has changed it in place since: its items
-    (held, and compared by identity), the dtype of each NumPy array among
-    them, and a nested list or tuple (counts, displacements) as a
-    :class:`_Frozen` of its own. An item replaced by an equal one (a new
-    int of the same value) counts as a change: the call then takes the
-    full path and is kept anew."""
+    (held), the dtype of its buffer (its first item) where it has one, and
+    where it nests lists or tuples (counts, displacements) a copy of it
+    with every nested list and tuple copied too (``nested``).
 
-    __slots__ = ("deep", "items", "kind", "size")
+    A flat spec must hold the very same items (an int replaced by an
+    equal one counts as a change: the call takes the full path and is
+    kept anew). A nested one must hold the same buffer, and be equal to
+    the copy: a comparison made in C, item by item, which only ever
+    compares counts, displacements and datatypes by value
+    (:func:`_frozen_counts` keeps every other object out of a kept spec
+    past its first item)."""
+
+    __slots__ = ("dtype", "first", "items", "kind", "nested")
 
     def __init__(self, spec) -> None:
         self.kind = type(spec)
         self.items = tuple(spec)
-        self.size = len(spec)
-        dtypes = tuple((x, x.dtype) for x in spec if hasattr(x, "dtype"))
-        nested = tuple((i, _Frozen(x)) for i, x in enumerate(spec)
-                       if type(x) in _SPEC)
-        self.deep = (dtypes, nested) if dtypes or nested else None
+        self.first = spec[0] if spec else None
+        self.dtype = getattr(self.first, "dtype", None)
+        self.nested = _copied(spec) if any(type(x) in _SPEC for x in spec) \
+            else None
+
+    @property
+    def flat(self) -> bool:
+        """No dtype to compare and nothing nested: the items are all."""
+        return self.dtype is None and self.nested is None
 
     def holds(self, spec) -> bool:
         """Whether ``spec`` is a list or tuple as this one was, holding
         what it held (about 0.2 us for three items)."""
-        return type(spec) is self.kind and len(spec) == self.size and \
-            all(map(is_, spec, self.items)) and \
-            (self.deep is None or self._deep_holds(spec))
+        if type(spec) is not self.kind or len(spec) != len(self.items):
+            return False
+        if self.nested is None:
+            if not all(map(is_, spec, self.items)):
+                return False
+        elif spec[0] is not self.first or spec != self.nested:
+            return False
+        return self.dtype is None or spec[0].dtype is self.dtype
 
-    def _deep_holds(self, spec) -> bool:
-        """The arrays' dtypes and the nested specs, as they were."""
-        dtypes, nested = self.deep
-        for x, dtype in dtypes:
-            if x.dtype is not dtype:
-                return False
-        for i, frozen in nested:
-            if not frozen.holds(spec[i]):
-                return False
-        return True
+
+def _copied(spec):
+    """``spec`` with every list and tuple in it copied (the other items
+    held as they are)."""
+    return type(spec)(_copied(x) if type(x) in _SPEC else x for x in spec)
 
 
 def _frozen_counts(obj, first: bool = True) -> bool:
@@ -301,7 +325,7 @@ def _frozen_counts(obj, first: bool = True) -> bool:
     values can change in place."""
     t = type(obj)
     if t is list or t is tuple:
-        return all(_frozen_counts(x, first and i == 0)
+        return all(_frozen_counts(x, first and i == 0 and type(x) not in _SPEC)
                    for i, x in enumerate(obj))
     return first or t in _IMMUTABLE or isinstance(obj, _IMMUTABLE_KINDS)
 
@@ -324,7 +348,7 @@ def _never_replayed(name, algorithm, buf, a=None, b=None, c=None):
     return False
 
 
-def _not_remembered(memo, call, args, flat=False) -> None:
+def _not_remembered(memo, call, args, flat=False, agreement=None) -> None:
     return None
 
 

@@ -44,11 +44,16 @@ def allgather_counts(comm, mine, theirs=None, complete=None) -> list:
     or a tuple of ints (lists do as tuples), ``3p`` ints in all at most
     (``p`` ranks); each comes back as tuples of Python ints. What
     :func:`allgather` does for any plain data, in one ``Allgather`` of
-    fixed rows of ``3p + 4`` int64 (a row that does not fit comes back
-    as None on every rank), with no text to encode or decode: the
-    exchange a v-collective makes on every call. ``complete`` as in
-    :func:`allgather` (given, the exchange is an ``Iallgather``)."""
-    p = comm.Get_size()
+    fixed rows of ``3p + 4`` int64 (:func:`count_row`; a row that does not
+    fit comes back as None on every rank), with no text to encode or
+    decode: the exchange a v-collective makes on every call. ``complete``
+    as in :func:`allgather` (given, the exchange is an ``Iallgather``)."""
+    row = count_row(comm.Get_size(), mine, theirs)
+    return from_count_rows(gather_count_rows(comm, row, complete))
+
+
+def count_row(p: int, mine, theirs=None) -> np.ndarray:
+    """This rank's row of :func:`allgather_counts` among ``p`` ranks."""
     width = 3 * p + 4
     row = np.zeros(width, np.int64)
     try:
@@ -59,11 +64,21 @@ def allgather_counts(comm, mine, theirs=None, complete=None) -> list:
         row[4:4 + len(values)] = values
     except (TypeError, ValueError, OverflowError):
         row[0] = -1  # does not fit: None on every rank
-    rows = np.empty((p, width), np.int64)
+    return row
+
+
+def gather_count_rows(comm, row: np.ndarray, complete=None) -> np.ndarray:
+    """Every rank's :func:`count_row`, one row per rank (collective)."""
+    rows = np.empty((comm.Get_size(), row.size), np.int64)
     if complete is None:
         comm.Allgather(row, rows)
     else:
         complete(comm.Iallgather(row, rows))
+    return rows
+
+
+def from_count_rows(rows: np.ndarray) -> list:
+    """What :func:`allgather_counts` gives back, from the gathered rows."""
     return [_from_count_row(r) for r in rows.tolist()]
 
 

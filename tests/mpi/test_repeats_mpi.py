@@ -513,3 +513,61 @@ def test_counts_in_arrays_changed_between_calls(h):
         return out
     h.check("Scatterv, count arrays changed in place", scatterv, "scatterv")
     h.finish()
+
+
+@pytest.mark.parametrize("fresh", [False, True], ids=["same", "alike"])
+@pytest.mark.parametrize("algorithm", ["auto", *mpicoll.algorithms("alltoallv")])
+def test_kept_alltoallv_meets_counts_changed_elsewhere(comm, algorithm, fresh):
+    """A kept Alltoallv exchanges its counts again before each replay, and
+    before each call on new objects alike to it (mpicoll.engine.agreeing):
+    where another rank's counts changed while this rank's call did not,
+    this rank's kept call is declined and its full path reads the rows
+    already gathered. Counts that now disagree raise the same error on
+    every rank; counts changed consistently by other ranks give mpi4py's
+    result; the kept call runs again after."""
+    world, p, me = MPI.Intracomm(comm), comm.size, comm.rank
+    r = np.zeros(4 * p, "i8")
+
+    def specs(sc, rc):
+        sd, rd = ([sum(c[:j]) for j in range(p)] for c in (sc, rc))
+        return [ids(me, 4 * p), (list(sc), sd), MPI.INT64_T], \
+            [r, (list(rc), rd), MPI.INT64_T]
+
+    def expect(send, recv):
+        got = r.copy()
+        r[:] = 0
+        world.Alltoallv(send, recv)
+        assert np.array_equal(got, r)
+
+    first = specs([2] * p, [2] * p)
+
+    def kept():
+        return specs([2] * p, [2] * p) if fresh else first
+
+    for _ in range(3):  # the full path, then replays or alike calls
+        now = kept()
+        r[:] = 0
+        comm.Alltoallv(*now, algorithm=algorithm)
+        expect(*now)
+    last = p - 1
+    if me == last and p > 1:  # sends rank 0 one more than it expects
+        send, _ = specs([3] + [2] * (p - 1), [2] * p)
+        with pytest.raises(mpicoll.InvalidArgumentError,
+                           match="counts disagree"):
+            comm.Alltoallv(send, kept()[1], algorithm=algorithm)
+    elif p > 1:
+        with pytest.raises(mpicoll.InvalidArgumentError,
+                           match="counts disagree"):
+            comm.Alltoallv(*kept(), algorithm=algorithm)
+    if p > 2:  # ranks 1 and 2 move one more to each other; rank 0 as kept
+        now = kept()
+        if me in (1, 2):
+            more = [3 if q == 3 - me else 2 for q in range(p)]
+            now = specs(more, more)
+        r[:] = 0
+        comm.Alltoallv(*now, algorithm=algorithm)
+        expect(*now)
+    now = kept()
+    r[:] = 0
+    comm.Alltoallv(*now, algorithm=algorithm)
+    expect(*now)

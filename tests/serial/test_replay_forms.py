@@ -111,6 +111,21 @@ def calls():
     for method in ("Allgather", "Alltoall", "Allgatherv"):
         cases[f"{method} lists"] = gathering(method)
 
+    def agreeing(method):  # counts agreed again on each replay
+        def case():
+            x = np.arange(1, N + 1, dtype=np.int64)
+            y = np.zeros(N, np.int64)
+            s, r = [x, ([N], [0]), MPI.INT64_T], [y, ([N], [0]), MPI.INT64_T]
+            if method == "Alltoallv":
+                return (lambda c: c.Alltoallv(s, r)), y
+            if method == "Gatherv":
+                return (lambda c: c.Gatherv([x, N, MPI.INT64_T], r, 0)), y
+            return (lambda c: c.Scatterv(s, [y, N, MPI.INT64_T], 0)), y
+        return case
+
+    for method in ("Alltoallv", "Gatherv", "Scatterv"):
+        cases[f"{method} lists"] = agreeing(method)
+
     def reduce_scatter():
         x = np.arange(1.0, N + 1)
         y = np.zeros(N)
@@ -194,6 +209,19 @@ def test_a_spec_frozen_sees_changes_in_nested_lists():
     assert frozen.holds(spec)
     a.dtype = np.int64  # the array reinterpreted in place
     assert not frozen.holds(spec)
+
+
+def test_a_spec_with_counts_in_an_array_is_parsed_every_time(parses):
+    """Counts in an array can change in place unseen: such a spec is
+    never kept (mpicoll.engine.replay._frozen_counts)."""
+    comm = mpicoll.Comm(SELF)
+    y = np.zeros(N, np.int64)
+    counts, displs = np.array([N]), np.array([0])
+    spec = [y, (counts, displs), MPI.INT64_T]
+    for _ in range(3):
+        comm.Allgatherv(MPI.IN_PLACE, spec)
+    assert parses[0] == 3
+    comm.free()
 
 
 def inline_calls():
