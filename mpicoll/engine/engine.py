@@ -21,7 +21,8 @@ dtype, op), then runs it:
   ``MPI.Prequest`` or a :class:`~mpicoll.engine.persistent.Persistent`
   started many times) or replayed: a blocking host
   call remembered under its ``memo`` runs again with no parsing and no
-  choice, for a dict lookup and identity checks (:meth:`Engine.replayed`);
+  choice, for identity checks and at most one dict lookup
+  (:meth:`Engine.replayed`);
 - recorded (:mod:`mpicoll.guard.recorder`): each call numbered, stamped
   and kept in the communicator's flight recorder, which the default
   deadline's watch thread reads (:mod:`mpicoll.guard.deadline`);

@@ -9,14 +9,17 @@ to :meth:`Replays.replayed`; its nonblocking method to
 the engine keeps its run (:meth:`Replays._remember`): for a blocking call
 the whole call, for a nonblocking one its launch. Entries hold the
 objects, so their ids cannot be reused while an entry lives; at most
-:data:`REPLAYS` per kind are kept, the oldest dropped when full. Guarded
-engines (check mode, deadlines) replay nothing.
+:data:`REPLAYS` per kind are kept, the oldest dropped when full; the
+entry last kept or replayed is tried before the table. An engine under
+the polled deadline replays nothing; in check mode a replay makes check
+mode's exchange first (``check_first``).
 
 A message spec (a list or tuple: ``[buf, count, TYPE]``) is kept by what
-it holds (:class:`_Frozen`), so the same list reused over a loop (as
-mpi4py's demos do) and a new list of the same items
-(``comm.Bcast([data, MPI.INT], 0)`` written in every call, as mpi4py's
-tutorial does) both replay, and a list changed in place is parsed again.
+it holds (:class:`_Frozen`: the same buffer, equal counts and datatypes),
+so the same list reused over a loop (as mpi4py's demos do) and a new list
+of the same items (``comm.Bcast([data, MPI.INT], 0)`` written in every
+call, as mpi4py's tutorial does) both replay, and a list changed in place
+is parsed again. A spec holding counts in an array is never kept.
 
 A blocking call on *new* objects alike to a kept call's runs by its
 likeness instead (:mod:`mpicoll.engine.likeness`).
@@ -25,14 +28,13 @@ Where the engine records calls (:mod:`mpicoll.guard.recorder`), a kept
 run is wrapped once in the recorder's stamping closure, so that a replay
 is numbered and stamped as a full call is (about 0.15 us more).
 
-Cost of a hit (``bench/wrap_cost.py forms``, the "same" column): a tuple,
-a dict lookup and about ten comparisons, some 0.3-0.6 us over mpi4py's
-own call; a spec adds a check of its items.
+Cost of a hit (``bench/wrap_cost.py forms``, the "same" column): about
+ten comparisons, some 0.3-0.6 us over mpi4py's own call, and where the
+call is not the one last kept or replayed, a tuple of two ids and a dict
+lookup first; a spec adds a check of its items.
 """
 
 from __future__ import annotations
-
-from operator import is_
 
 import numpy as np
 from mpi4py import MPI
@@ -52,6 +54,9 @@ class Replays(Likeness):
     def __init__(self, replay: bool, by_likeness: bool) -> None:
         Likeness.__init__(self)
         self._replays: dict = {}  # blocking calls' runs
+        #: the blocking call's entry last kept or replayed, tried before
+        #: the table (a loop repeating one call skips the lookup)
+        self._hot = _NO_ENTRY
         self._restarts: dict = {}  # nonblocking calls' launches
         #: run before each kept blocking call when it is replayed (check
         #: mode's exchange; nonblocking calls are then not kept); set by
@@ -81,16 +86,23 @@ class Replays(Likeness):
         skip mpi4py's inference of the datatype
         (:meth:`mpicoll.engine.engine.Engine.prepared`).
         """
-        e = self._replays.get((id(buf), id(a)))
+        e = self._hot
+        if e[2] is not buf or e[3] is not a:
+            e = self._replays.get((id(buf), id(a)))
         if e is not None:
             kept, alg, buf0, a0, b0, c0, first, dtype1, second, dtype2, \
                 items, rest, _, run = e
-            if buf0 is buf and a0 is a and b0 is b and c0 is c and \
+            try:
+                same = buf0 is buf and a0 is a and b0 is b and c0 is c and \
                     kept == name and alg == algorithm and \
                     first.dtype is dtype1 and second.dtype is dtype2 and \
-                    (items is None or (len(buf) == len(items)
-                                       and all(map(is_, buf, items)))) and \
-                    (rest is None or rest.hold(buf, a, b, c)):
+                    (items is None or (buf and buf[0] is items[0]
+                                       and buf == items)) and \
+                    (rest is None or rest.hold(buf, a, b, c))
+            except Exception:  # an item that will not compare
+                same = False
+            if same:
+                self._hot = e
                 try:
                     run()
                 except Declined:  # another rank's counts changed
@@ -174,9 +186,9 @@ class Replays(Likeness):
             return  # counts in an array: could change in place unseen
         specs = _Specs.of(objects)
         items, rest = None, specs
-        if specs is not None and specs.specs[0][0] == 0 and \
-                specs.specs[0][1].flat:  # buf's items, checked inline
-            items = specs.specs[0][1].items
+        if specs is not None and specs.specs[0][0] == 0 and buf and \
+                specs.specs[0][1].dtype is None:  # checked inline
+            items = specs.specs[0][1].copy
             rest = _Specs((), specs.specs[1:]) if specs.specs[1:] else None
         entry = (name, algorithm, buf, a, b, c, first, first.dtype, second,
                  second.dtype, items, rest, specs, run)
@@ -190,11 +202,14 @@ class Replays(Likeness):
             if len(table) >= REPLAYS and key not in table:
                 del table[next(iter(table))]  # the oldest
             table[key] = entry
+        if table is self._replays:
+            self._hot = entry
 
     def forget_replays(self) -> None:
         """Drop every remembered call (the communicator is freed)."""
         self._replays.clear()
         self._restarts.clear()
+        self._hot = _NO_ENTRY
         self.forget()
 
 
@@ -270,45 +285,37 @@ class _Specs:
 
 class _Frozen:
     """What a message spec (a list or tuple) held when its call was kept,
-    to tell whether the caller has changed it in place since: its items
-    (held), the dtype of its buffer (its first item) where it has one, and
-    where it nests lists or tuples (counts, displacements) a copy of it
-    with every nested list and tuple copied too (``nested``).
+    to tell whether the caller has changed it in place since: a copy of
+    it (``copy``: every list and tuple in it copied, the other items
+    held), its buffer (its first item) and that buffer's dtype where it
+    has one.
 
-    A flat spec must hold the very same items (an int replaced by an
-    equal one counts as a change: the call takes the full path and is
-    kept anew). A nested one must hold the same buffer, and be equal to
-    the copy: a comparison made in C, item by item, which only ever
-    compares counts, displacements and datatypes by value
-    (:func:`_frozen_counts` keeps every other object out of a kept spec
-    past its first item)."""
+    It holds as it was while its first item is the very same buffer, of
+    the same dtype, and the spec is equal to the copy: a comparison made in
+    C, item by item, which past the buffer only ever compares counts,
+    displacements and datatypes, by value (:func:`_frozen_counts` keeps
+    every other object out of a kept spec past its first item)."""
 
-    __slots__ = ("dtype", "first", "items", "kind", "nested")
+    __slots__ = ("copy", "dtype", "first", "kind")
 
     def __init__(self, spec) -> None:
         self.kind = type(spec)
-        self.items = tuple(spec)
+        self.copy = _copied(spec)
         self.first = spec[0] if spec else None
         self.dtype = getattr(self.first, "dtype", None)
-        self.nested = _copied(spec) if any(type(x) in _SPEC for x in spec) \
-            else None
-
-    @property
-    def flat(self) -> bool:
-        """No dtype to compare and nothing nested: the items are all."""
-        return self.dtype is None and self.nested is None
 
     def holds(self, spec) -> bool:
         """Whether ``spec`` is a list or tuple as this one was, holding
-        what it held (about 0.2 us for three items)."""
-        if type(spec) is not self.kind or len(spec) != len(self.items):
+        what it held (about 0.1 us for three items)."""
+        if type(spec) is not self.kind:
             return False
-        if self.nested is None:
-            if not all(map(is_, spec, self.items)):
-                return False
-        elif spec[0] is not self.first or spec != self.nested:
-            return False
-        return self.dtype is None or spec[0].dtype is self.dtype
+        if not spec:
+            return not self.copy
+        try:
+            equal = spec[0] is self.first and spec == self.copy
+        except Exception:  # an item that will not compare
+            return False  # (an array put in place of a count)
+        return equal and (self.dtype is None or spec[0].dtype is self.dtype)
 
 
 def _copied(spec):
@@ -342,6 +349,7 @@ class _NoArray:
 
 
 _NO_ARRAY = _NoArray()
+_NO_ENTRY = (None,) * 2 + (object(),) * 2 + (None,) * 10  # matches nothing
 
 
 def _never_replayed(name, algorithm, buf, a=None, b=None, c=None):

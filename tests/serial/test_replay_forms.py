@@ -339,3 +339,65 @@ def test_new_objects_alike_but_refused_take_the_full_path(parses):
             comm.Allreduce(send, recv, MPI.SUM)
     assert parses[0] > seen
     comm.free()
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["flat", "nested"])
+def test_a_count_replaced_by_an_array_is_parsed_again(parses, nested):
+    """Kept specs are compared by value past their buffer; an array put
+    in place of a count (which compares elementwise) is a change, parsed
+    again, with mpi4py's outcome, not an error of the comparison."""
+    comm = mpicoll.Comm(SELF)
+    a = np.arange(N, dtype=np.uint8)
+    spec = [a, (N, 0), MPI.BYTE] if nested else [a, N, MPI.BYTE]
+    for _ in range(2):
+        comm.Bcast(spec, 0)
+    seen = parses[0]
+    outcomes = []
+    for c in (SELF, comm):
+        if nested:
+            spec[1] = (np.array([N, N]), 0)
+        else:
+            spec[1] = np.array([N, N])
+        try:
+            c.Bcast(spec, 0)
+            outcomes.append(None)
+        except Exception as exc:  # compared with mpi4py's
+            outcomes.append(type(exc))
+    assert outcomes[1] is outcomes[0] or (
+        outcomes[0] is not None and issubclass(outcomes[1], outcomes[0]))
+    assert parses[0] == seen + 1
+    comm.free()
+
+
+def test_new_dlpack_objects_alike_to_the_last_are_not_parsed(parses):
+    """A host DLPack exporter (a torch CPU tensor, say) made anew for each
+    call runs by its likeness (type, dtype, shape), as mpi4py's own call
+    on it, with mpi4py's result; one memory for both buffers raises as
+    mpi4py's call does."""
+    comm = mpicoll.Comm(SELF)
+    outs = {}
+    for c in (SELF, comm):
+        got = []
+        for k in range(4):
+            x = DLPackOnly(np.arange(1.0, N + 1) * (k + 1))
+            y = DLPackOnly(np.zeros(N))
+            c.Allreduce(x, y, MPI.SUM)
+            b = DLPackOnly(np.full(N, k, np.uint8))
+            c.Bcast(b, 0)
+            got += [y.array.copy(), b.array.copy()]
+            if k == 0:
+                first = parses[0]
+        if c is comm:
+            assert parses[0] == first, "parsed again on new alike objects"
+        same = np.zeros(N)
+        try:
+            c.Allreduce(DLPackOnly(same), DLPackOnly(same), MPI.SUM)
+            got.append(None)
+        except Exception as exc:  # compared with mpi4py's
+            got.append(type(exc))
+        outs[c is comm] = got
+    raw, ours = outs[False], outs[True]
+    assert all(np.array_equal(a, b) for a, b in zip(raw[:-1], ours[:-1]))
+    assert ours[-1] is raw[-1] or (raw[-1] is not None
+                                   and issubclass(ours[-1], raw[-1]))
+    comm.free()
