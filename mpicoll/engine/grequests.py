@@ -9,13 +9,17 @@ Experimental, off unless ``MPICOLL_GREQUESTS=1`` (read at import): with
 them, hand-built nonblocking and persistent calls return requests that
 mpi4py's ``MPI.Request.Waitall`` and friends take, completed by the
 progress thread while the caller may be waiting in those functions. Run
-that way, the full test suite crashed intermittently in its multi-rank
-legs (Open MPI 5.0.11 at 2 and 3 ranks, MPICH 5.0.2 at 5; never in a
-single file run alone), and the cause is not found yet: Open MPI's
-``MPI_Grequest_complete`` reads, after waking the waiter, whether the
-request was freed, and calls its free function a second time if so
-(mpi4py's free function releases a Python object), but a crash remained
-without it. Off, hand-built calls return a
+that way, the full test suite used to crash intermittently in its
+multi-rank legs (Open MPI 5.0.11 at 2 and 3 ranks, MPICH 5.0.2 at 5),
+most likely from the use of freed memory that native persistent requests
+then made (their buffers were not kept alive; found with
+``tests/memcheck``, fixed): since that fix the tier-2 legs of
+``tests/run-all.sh`` (MPICH at 2, 3 and 5 ranks, Open MPI at 2 and 3)
+pass with them on, twice each on a 2-vCPU VM. They stay off by default:
+a request waited on only through mpi4py's functions completes when the
+progress thread next looks at it (1 ms after launch, 10 ms for a call
+of one short round), and a hand-built persistent request's handle is
+null while inactive. Off, hand-built calls return a
 :class:`~mpicoll.engine.work.Work` (and a
 :class:`~mpicoll.engine.persistent.Persistent`), which mpi4py's functions
 refuse with a ``TypeError``: never a hang.
