@@ -38,7 +38,7 @@ class Agreeing:
 
     def agree(self, collective: str, mine, theirs_from=None, root: int = 0):
         """``(every rank's mine, root's theirs_from, Agreement)`` for
-        counts (:func:`~mpicoll.guard.exchange.allgather_counts`): one
+        counts (:func:`~mpicoll.guard.exchange.count_row`): one
         small allgather on the private communicator, so that all ranks see
         the same counts and reach the same verdict on them (a count error
         raised on one rank alone would leave the others waiting in the
@@ -92,12 +92,8 @@ class Agreement:
         :meth:`Agreeing.agree`). Cost: one ``Allgather`` and a
         comparison of the rows' bytes."""
         engine, rows = self.engine, self.rows
-        rec = engine.ctx.recorder
-        rec.blocked, rec.doing = rec.seq + 1, self.doing  # under the deadline
-        try:
+        with engine.ctx.recorder.step(self.doing):  # under the deadline
             engine.ctx.comm.Allgather(self.row, rows)
-        finally:
-            rec.blocked, rec.doing = 0, None
         if rows.tobytes() != self.seen:
             self.refused()
             raise Declined

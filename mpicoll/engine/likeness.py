@@ -31,14 +31,15 @@ What it runs:
 A call whose parse exchanges counts (Gatherv, Scatterv, Alltoallv) is
 kept with its exchange (:mod:`mpicoll.engine.agreeing`), made again
 before each call alike to it, so a rank that skips the parse still makes
-the one exchange its peers make. A call run by its likeness holds nothing of its buffers
-(holding them until the next call would keep the allocator from reusing
-their memory for the next call's new arrays: at 512 KiB that made such
-calls 3x slower in ``bench/new_arrays.py``). A :class:`Rerun` remembers
-the arrays of its last :data:`RECENT` calls weakly: when the very same
-arrays come again (a second pair of buffers used in turn with the first,
-double buffering), that call takes the full path and is kept for replay
-(:mod:`mpicoll.engine.replay`), which costs less than binding again.
+the one exchange its peers make. A call run by its likeness holds
+nothing of its buffers (holding them until the next call would keep the
+allocator from reusing their memory for the next call's new arrays: at
+512 KiB that made such calls 3x slower in ``bench/new_arrays.py``). A
+:class:`Rerun` remembers the arrays of its last :data:`RECENT` calls
+weakly: when the very same arrays come again (a second pair of buffers
+used in turn with the first, double buffering), that call takes the full
+path and is kept for replay (:mod:`mpicoll.engine.replay`), which costs
+less than binding again.
 
 Cost, at one rank (``bench/call_overhead.py``, the new-views rows; and
 ``bench/wrap_cost.py forms``, the "new" column): the likeness of a call's
@@ -57,7 +58,7 @@ from typing import Callable
 import numpy as np
 from mpi4py import MPI
 
-from mpicoll.args.getbuffer import kDLCPU
+from mpicoll.args.getbuffer import is_dlpack, kDLCPU
 from mpicoll.device.memory import address
 from mpicoll.engine.agreeing import Declined
 from mpicoll.engine.executor import run
@@ -108,7 +109,7 @@ def likeness(obj, buffer: bool = True):
             return None
     if t is array.array:
         return t, obj.typecode, len(obj)
-    if hasattr(t, "__dlpack_device__"):
+    if is_dlpack(obj):
         return _dlpack_likeness(obj)
     return None
 
@@ -140,8 +141,7 @@ def _buffer(obj):
     or None where it has none (``MPI.IN_PLACE``, None, an op, a root)."""
     if type(obj) is list or type(obj) is tuple:
         obj = obj[0] if obj else None
-    return obj if type(obj) in _BUFFERS or \
-        hasattr(type(obj), "__dlpack_device__") else None
+    return obj if type(obj) in _BUFFERS or is_dlpack(obj) else None
 
 
 class Likeness:

@@ -38,22 +38,15 @@ def allgather(comm, item, complete=None) -> list:
             for n, end in zip(lengths.tolist(), ends)]
 
 
-def allgather_counts(comm, mine, theirs=None, complete=None) -> list:
-    """Every rank's ``(mine, theirs)``, in rank order, for counts: ``mine``
-    an int, a tuple of ints or a pair of tuples of ints, ``theirs`` None
-    or a tuple of ints (lists do as tuples), ``3p`` ints in all at most
-    (``p`` ranks); each comes back as tuples of Python ints. What
-    :func:`allgather` does for any plain data, in one ``Allgather`` of
-    fixed rows of ``3p + 4`` int64 (:func:`count_row`; a row that does not
-    fit comes back as None on every rank), with no text to encode or
-    decode: the exchange a v-collective makes on every call. ``complete``
-    as in :func:`allgather` (given, the exchange is an ``Iallgather``)."""
-    row = count_row(comm.Get_size(), mine, theirs)
-    return from_count_rows(gather_count_rows(comm, row, complete))
-
-
 def count_row(p: int, mine, theirs=None) -> np.ndarray:
-    """This rank's row of :func:`allgather_counts` among ``p`` ranks."""
+    """This rank's counts among ``p`` ranks as one row of ``3p + 4`` int64,
+    for the exchange a v-collective makes on every call
+    (:func:`gather_count_rows`, then :func:`from_count_rows`): what
+    :func:`allgather` does for any plain data, with no text to encode or
+    decode. ``mine`` is an int, a tuple of ints or a pair of tuples of
+    ints, ``theirs`` None or a tuple of ints (lists do as tuples), ``3p``
+    ints in all at most; a row that does not fit comes back as None on
+    every rank."""
     width = 3 * p + 4
     row = np.zeros(width, np.int64)
     try:
@@ -68,7 +61,9 @@ def count_row(p: int, mine, theirs=None) -> np.ndarray:
 
 
 def gather_count_rows(comm, row: np.ndarray, complete=None) -> np.ndarray:
-    """Every rank's :func:`count_row`, one row per rank (collective)."""
+    """Every rank's :func:`count_row`, one row per rank (collective: one
+    ``Allgather``). ``complete`` as in :func:`allgather` (given, the
+    exchange is an ``Iallgather``)."""
     rows = np.empty((comm.Get_size(), row.size), np.int64)
     if complete is None:
         comm.Allgather(row, rows)
@@ -78,12 +73,13 @@ def gather_count_rows(comm, row: np.ndarray, complete=None) -> np.ndarray:
 
 
 def from_count_rows(rows: np.ndarray) -> list:
-    """What :func:`allgather_counts` gives back, from the gathered rows."""
+    """Every rank's ``(mine, theirs)``, in rank order, from the gathered
+    rows: tuples of Python ints, None for a row that did not fit."""
     return [_from_count_row(r) for r in rows.tolist()]
 
 
 def _count_row(mine, theirs) -> tuple:
-    """``([kind, n1, n2, n3], values)`` of :func:`allgather_counts`'s
+    """``([kind, n1, n2, n3], values)`` of :func:`count_row`'s
     item: kind 0 an int, 1 a tuple of ints, 2 a tuple of two tuples of
     ints; ``n1``, ``n2`` their lengths; ``n3`` the length of ``theirs``
     (-1: None)."""

@@ -1,8 +1,8 @@
 """Tier 1: the counts exchange of the v-collectives, on one rank.
 
-:func:`mpicoll.guard.exchange.allgather_counts` gives back every rank's
-counts as tuples of Python ints, and None for a row that does not fit or
-is not counts, never a wrong row.
+A row of counts (:func:`mpicoll.guard.exchange.count_row`), gathered and
+read back, gives every rank's counts as tuples of Python ints, and None
+for a row that does not fit or is not counts, never a wrong row.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from mpicoll.guard import exchange
     ((1, 2, 3), None, ((1, 2, 3), None)),  # 3p ints fit
 ])
 def test_counts_come_back_as_given(mine, theirs, want):
-    got = exchange.allgather_counts(MPI.COMM_SELF, mine, theirs)
+    got = _round_trip(mine, theirs)
     assert got == [want]
     assert all(type(n) is int for n in _ints(got))
 
@@ -40,7 +40,13 @@ def test_counts_come_back_as_given(mine, theirs, want):
     (2 ** 70, None),
 ])
 def test_what_does_not_fit_comes_back_as_none(mine, theirs):
-    assert exchange.allgather_counts(MPI.COMM_SELF, mine, theirs) == [None]
+    assert _round_trip(mine, theirs) == [None]
+
+
+def _round_trip(mine, theirs):
+    row = exchange.count_row(MPI.COMM_SELF.Get_size(), mine, theirs)
+    return exchange.from_count_rows(
+        exchange.gather_count_rows(MPI.COMM_SELF, row))
 
 
 def _ints(obj):
