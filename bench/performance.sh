@@ -22,6 +22,8 @@
 #   new-arrays-n2             bench/new_arrays.py
 #   osu-n2-C                  bench/osu_check.py for C = allreduce, bcast
 #   wrap-demos-n2, wrap-forms-n2   bench/wrap_cost.py demos, forms
+#   device-model-n1, -n2      bench/device_model.py: small staged calls on
+#                             the host model of CUDA, their time split
 #   overlap-n2-A              bench/overlap.py --offload-ms 5 for A = native,
 #                             ring (and its timeline, overlap-n2-ring.png),
 #                             ring with bucket views, ring without the
@@ -99,6 +101,8 @@ for c in allreduce bcast; do
 done
 record wrap-demos-n2 on2 bench/wrap_cost.py demos
 record wrap-forms-n2 on2 bench/wrap_cost.py forms
+record device-model-n1 "$mpiexec" -n 1 "$py" -m mpi4py bench/device_model.py
+record device-model-n2 on2 bench/device_model.py
 export OMP_NUM_THREADS=1  # one BLAS thread per rank: 2 ranks, 2 cores
 record overlap-n2-native on2 bench/overlap.py --algorithm native --offload-ms 5
 record overlap-n2-ring on2 bench/overlap.py --algorithm ring --offload-ms 5 \

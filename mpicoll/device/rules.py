@@ -29,6 +29,13 @@ and have no such constraint. On a CUDA-aware library the native call gets
 the device memory; otherwise it is staged whole: inputs copied to pinned
 host memory on the stream, the MPI call on that memory, the output copied
 back on the stream.
+
+A *blocking* native call (:class:`BlockingNative`) keeps to rules 1 and 3
+with less: since the host waits for it anyway, its copies run on the
+caller's current stream itself, where they are ordered after the
+caller's kernels and before its next ones without any event between two
+streams (one event record and one wait per call, CUDA-aware; staged, the
+copies and two records).
 """
 
 from __future__ import annotations
@@ -79,17 +86,21 @@ def order_caller(target: DeviceTarget, end) -> None:
 
 
 def native_steps(target: DeviceTarget, collective: str, native, send, recv,
-                 ready) -> tuple[DeviceSteps, tuple]:
-    """The steps of a native call on device arrays, and the pinned
-    mirrors they use (held until the end event).
+                 ready, mirrors: tuple | None = None
+                 ) -> tuple[DeviceSteps, tuple]:
+    """The steps of a nonblocking native call on device arrays, and the
+    pinned mirrors they use (held until the end event).
 
     The host waits here (see the module's docstring) until the caller's
     stream has reached the call (``ready``), then CUDA-aware: one step
     posting ``native`` on the device arrays; nothing runs on the stream,
-    so there is no end event. Staged: the inputs (``send``; ``recv`` too
-    for a broadcast or when ``send`` lies inside it) are copied into
-    pinned mirrors on the stream and waited for, the call is posted on the
-    mirrors, and ``recv``'s mirror is copied back on the stream.
+    so there is no end event. Staged: the inputs
+    (:func:`staged_inputs`) are copied into pinned mirrors on the stream
+    and waited for, the call is posted on the mirrors, and ``recv``'s
+    mirror is copied back on the stream. ``mirrors``: the ``(send,
+    recv)`` mirrors an earlier run of the same call returned, reused
+    (that run's copy back from them is ordered before this run's copies
+    on the stream), else new ones (:func:`staging_mirrors`).
     """
     runtime, device, stream, staged = target
     if not staged:
@@ -97,23 +108,13 @@ def native_steps(target: DeviceTarget, collective: str, native, send, recv,
         return DeviceSteps((Step((), (), (),
                                  call=native(True, send, recv)),),
                            None), ()
-    host_recv = runtime.pinned_empty(recv.size, recv.dtype)
-    if overlap(send, recv):  # in place: send is part of recv
-        offset = (address(send) - address(recv)) // recv.itemsize
-        host_send = host_recv[offset:offset + send.size]
-        inputs = [(host_recv, recv)]
-    else:
-        host_send = runtime.pinned_empty(send.size, send.dtype)
-        inputs = [(host_send, send)]
-        if COLLECTIVES[collective].single_buffer:
-            inputs.append((host_recv, recv))
-    if send is recv:
-        host_send = host_recv
+    if mirrors is None:
+        mirrors = staging_mirrors(runtime, send, recv)
+    host_send, host_recv = mirrors
     copied, end = runtime.new_event(device), runtime.new_event(device)
     with runtime.use(device, stream):
-        for host, dev in inputs:
-            if dev.size:
-                runtime.copy_async(host, dev, stream)
+        for host, dev in staged_inputs(collective, send, recv, mirrors):
+            runtime.copy_async(host, dev, stream)
         copied.record(stream)
     copied.synchronize()
     back = [partial(runtime.copy_async, recv, host_recv, stream)] \
@@ -121,4 +122,87 @@ def native_steps(target: DeviceTarget, collective: str, native, send, recv,
     finish = partial(on_stream, runtime, device, stream,
                      (*back, partial(end.record, stream)))
     step = Step((), (), (finish,), call=native(True, host_send, host_recv))
-    return DeviceSteps((step,), end), (host_send, host_recv)
+    return DeviceSteps((step,), end), mirrors
+
+
+def staging_mirrors(runtime, send, recv) -> tuple:
+    """``(host_send, host_recv)``: pinned host arrays the size of ``send``
+    and ``recv``; where ``send`` lies in ``recv`` (in place), a view of
+    ``host_recv`` at the same offset (the very array when ``send is
+    recv``, which the native call passes as ``MPI.IN_PLACE``)."""
+    host_recv = runtime.pinned_empty(recv.size, recv.dtype)
+    if send is recv:
+        return host_recv, host_recv
+    if overlap(send, recv):
+        offset = (address(send) - address(recv)) // recv.itemsize
+        return host_recv[offset:offset + send.size], host_recv
+    return runtime.pinned_empty(send.size, send.dtype), host_recv
+
+
+def staged_inputs(collective: str, send, recv, mirrors) -> list:
+    """The ``(mirror, device array)`` pairs to copy to the host before a
+    staged native call: ``send`` (``recv`` whole where ``send`` lies in
+    it), and ``recv`` too for a collective with a single buffer (a
+    broadcast's root data); empty arrays left out."""
+    host_send, host_recv = mirrors
+    if overlap(send, recv):
+        pairs = [(host_recv, recv)]
+    else:
+        pairs = [(host_send, send)]
+        if COLLECTIVES[collective].single_buffer:
+            pairs.append((host_recv, recv))
+    return [(h, d) for h, d in pairs if d.size]
+
+
+class BlockingNative:
+    """A blocking native call on device arrays, made again and again on
+    the same arrays (a replayed call), with the least device work: all
+    of it on the caller's current stream, with no stream of mpicoll's in
+    between, since the host waits anyway.
+
+    CUDA-aware: an event recorded on the caller's stream is waited for,
+    then the MPI call runs on the device arrays. Staged: the inputs are
+    copied into pinned mirrors (made once) on the caller's stream, an
+    event behind them waited for, the MPI call made on the mirrors, and
+    ``recv``'s mirror copied back on the caller's stream, which orders it
+    before the caller's next kernels (rules 1 and 3 hold by construction).
+    Per run: one event record and one wait, plus staged two or three
+    copies and a second record (the end event the mirrors are held
+    until); no event or pinned memory is allocated.
+    """
+
+    def __init__(self, target: DeviceTarget, collective: str, native, send,
+                 recv) -> None:
+        runtime, device, _, staged = target
+        self._runtime, self._device = runtime, device
+        self._ready = runtime.new_event(device)
+        self.end = None
+        if not staged:
+            self._inputs, self._back = (), ()
+            self._call = native(False, send, recv)
+            return
+        mirrors = staging_mirrors(runtime, send, recv)
+        self.mirrors = mirrors
+        self._inputs = staged_inputs(collective, send, recv, mirrors)
+        self._back = ((recv, mirrors[1]),) if recv.size else ()
+        self._call = native(False, *mirrors)
+        self.end = runtime.new_event(device)
+
+    def run(self):
+        """Make the call; the end event (None CUDA-aware: nothing is left
+        on the stream)."""
+        runtime, device = self._runtime, self._device
+        caller = runtime.current_stream(device)
+        with runtime.use(device, caller):
+            for host, dev in self._inputs:
+                runtime.copy_async(host, dev, caller)
+            self._ready.record(caller)
+        self._ready.synchronize()
+        self._call()
+        end = self.end
+        if end is not None:
+            with runtime.use(device, caller):
+                for dev, host in self._back:
+                    runtime.copy_async(dev, host, caller)
+                end.record(caller)
+        return end

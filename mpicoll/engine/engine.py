@@ -19,10 +19,11 @@ dtype, op), then runs it:
   persistent (``async_op`` is
   :data:`~mpicoll.engine.persistent.PERSISTENT`: prepared once, an
   ``MPI.Prequest`` or a :class:`~mpicoll.engine.persistent.Persistent`
-  started many times) or replayed: a blocking host
-  call remembered under its ``memo`` runs again with no parsing and no
-  choice, for identity checks and at most one dict lookup
-  (:meth:`Engine.replayed`);
+  started many times) or replayed: a call remembered under its ``memo``
+  runs again with no parsing and no choice, for identity checks and at
+  most one dict lookup (:meth:`Engine.replayed`; on device arrays a
+  :class:`~mpicoll.engine.device_calls.DeviceLaunch`, which records its
+  events anew);
 - recorded (:mod:`mpicoll.guard.recorder`): each call numbered, stamped
   and kept in the communicator's flight recorder, which the default
   deadline's watch thread reads (:mod:`mpicoll.guard.deadline`);
@@ -51,13 +52,8 @@ from mpicoll.guard import check_mode
 from mpicoll.select.choices import Choosing, log, log_to_stderr
 from mpicoll.engine.context import context_of, ranks_per_node
 from mpicoll.device.cuda import cuda_aware, location
-from mpicoll.device.rules import (
-    DeviceTarget,
-    caller_ready,
-    hold_until,
-    native_steps,
-    order_caller,
-)
+from mpicoll.device.rules import DeviceTarget
+from mpicoll.engine.device_calls import DeviceLaunch
 from mpicoll.errors import OpTypeError
 from mpicoll.guard.guarded import Guard, guard_settings
 from mpicoll.args.message import named
@@ -363,8 +359,9 @@ class Engine(Replays, Choosing, Agreeing, Guarding):
 
     def launch_device(self, call: Call, alg, on_device, async_op: bool):
         """:meth:`launch` for device arrays, by the rules of
-        :mod:`mpicoll.device.rules`. Not replayed: each call records its
-        events."""
+        :mod:`mpicoll.device.rules` (:mod:`mpicoll.engine.device_calls`);
+        kept for replay under ``call.memo`` (every run records its own
+        events)."""
         where = self.where_alg(call, alg)
         op = call.op
         if op is not None and op.ufunc is None and (
@@ -376,45 +373,17 @@ class Engine(Replays, Choosing, Agreeing, Guarding):
                 f"with a hand-built algorithm, e.g. "
                 f"algorithm='recursive_doubling'", **where)
         runtime, device = on_device
-        target = DeviceTarget(runtime, device,
-                              self.ctx.stream(runtime, device),
-                              not cuda_aware())
-        ready = caller_ready(target)
-        plan = None
-        if alg.native:
-            (steps, end), held = native_steps(target, call.collective,
-                                              call.native, call.send,
-                                              call.recv, ready)
-        else:
-            plan = self.ctx.plan(alg, call.count, call.root, op, call.send,
-                                 call.recv, call.owners, target)
-            steps, end, held = plan.steps, plan.end, (plan,)
-        tag = self.ctx.next_tag()
-        keep = (*call.owners, *held)
-        finish = call.finish
-        if call.unstage is not None:
-            finish = then(call.unstage, finish)
-        if async_op:
-            if plan is not None:
-                plan.busy = True
-
-            def release():
-                if plan is not None:
-                    plan.busy = False
-                if finish is not None:
-                    finish()
-
-            execution = Execution(steps, self.ctx.comm, tag)
-            work = Work(where=where, execution=execution, finish=release,
-                        keep=keep, device=(target, end))
-            progress.submit(execution)
-            return work
-        run(steps, self.ctx.comm, tag)
-        order_caller(target, end)
-        hold_until(end, keep)
-        if finish is not None:
-            finish()
-        return None
+        launch = DeviceLaunch(self.ctx, call, alg, DeviceTarget(
+            runtime, device, self.ctx.stream(runtime, device),
+            not cuda_aware()), where)
+        if call.memo is not None:
+            if async_op:
+                self._remember(self._restarts, call.memo,
+                               partial(launch.again, async_op))
+            else:
+                self._remember(self._replays, call.memo,
+                               partial(launch.again, False), call.agreement)
+        return launch.run(async_op)
 
     def prepared(self, name: str, nonblocking: bool, *args,
                  kept: bool = True) -> partial:

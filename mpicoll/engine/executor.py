@@ -187,6 +187,7 @@ class _Advancing:
 
     due = 0.0  # the progress thread's: when it may advance this
     queued = False  # in the progress thread's list
+    on_device = False  # stopped at a fence: device work not yet complete
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -331,7 +332,9 @@ class Execution(_Advancing):
                     if block:
                         step.ready.synchronize()
                     elif not step.ready.done:
+                        self.on_device = True
                         return
+                    self.on_device = False
                 self._post(step)
                 if start and self._requests:
                     return

@@ -31,7 +31,11 @@ shows what remains). Past ``GRACE`` it tests every execution in turn
 and, when no round finished, sleeps ``MIN_PAUSE`` doubling up to
 ``MAX_PAUSE`` seconds (a finished round resets the pause), so an idle
 round costs a few microseconds of one core per pause, and a finished
-round waits at most ``MAX_PAUSE`` for its successor to be posted. It
+round waits at most ``MAX_PAUSE`` for its successor to be posted. A
+schedule on device arrays is advanced from its launch (no grace: its
+rounds wait on device work, not on the caller), and while an execution
+stands at a fence (device work not yet complete) the pause stays at
+``MIN_PAUSE``, so the thread notices the work done within about 20 us. It
 takes the GIL to run: NumPy and MPI calls release it, and while the
 caller runs pure Python the interpreter hands it over at its switch
 interval (see below), so rounds advance at that pace then.
@@ -162,7 +166,9 @@ class ProgressThread:
                     continue
                 now = time.monotonic()
                 due = min(e.due for e in self._active)
-                if due <= now:  # some are being advanced: poll them
+                if due <= now and any(e.on_device for e in self._active):
+                    sleep = MIN_PAUSE  # a fence: device work ends soon
+                elif due <= now:  # some are being advanced: poll them
                     sleep = pause
                     pause = min(2 * pause, MAX_PAUSE)
                 else:  # young ones alone: wake when the first is due
@@ -200,14 +206,16 @@ def _thread_multiple() -> bool:
     return MPI.Query_thread() >= MPI.THREAD_MULTIPLE
 
 
-def submit(execution: Execution, lazy: bool = False) -> bool:
+def submit(execution: Execution, lazy: bool = False,
+           at_once: bool = False) -> bool:
     """Hand ``execution`` to the progress thread (started on first use);
     False, and nothing done, when the thread is off. ``lazy``: it needs no
     progress, only finishing if its caller does not (a generalized
     request, :mod:`mpicoll.engine.requests`, waited on where mpicoll's
     code does not run): the thread leaves it for ``LAZY_GRACE`` instead
     of ``GRACE``, so that calls made one after another do not each wake
-    it."""
+    it. ``at_once``: no grace (a schedule on device arrays, whose rounds
+    wait for device work the caller does not wait for)."""
     global _running
     if execution.finished:
         return False
@@ -220,7 +228,8 @@ def submit(execution: Execution, lazy: bool = False) -> bool:
                 _running = ProgressThread()
                 atexit.register(_shutdown)
                 _explain_once()
-    _running.submit(execution, LAZY_GRACE if lazy else GRACE)
+    _running.submit(execution, 0.0 if at_once else
+                    LAZY_GRACE if lazy else GRACE)
     return True
 
 

@@ -1,8 +1,9 @@
 """The device path on every collective, against the host path.
 
-Device arrays here are :mod:`fakecuda`'s: host memory that mpicoll runs
-through its whole CUDA path (communication stream, events, fences, pinned
-mirrors, staged copies), with streams that run their work late. Every
+Device arrays here are :mod:`mpicoll.device.hostmodel`'s: host memory that
+mpicoll runs through its whole CUDA path (communication stream, events,
+fences, pinned mirrors, staged copies), on streams whose work takes effect
+only once observed complete, so a missing fence is a wrong answer. Every
 call, both faces, native and every hand-built algorithm, blocking and
 nonblocking, CUDA-aware and staged, must give bitwise the host result
 (itself checked against native MPI in test_collectives_mpi and
@@ -15,23 +16,24 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-import fakecuda
+from mpicoll.device import hostmodel
 import mpicoll
 from mpicoll import ProcessGroup as PG
 import mpicoll.device.steps
-from mpicoll.device import cuda
+import mpicoll.engine.device_calls
 from mpidata import values
 
 pytestmark = [pytest.mark.mpi, pytest.mark.interface]
+LATE = hostmodel.Latencies(copy=2e-4, kernel=2e-4)
 N = 13  # elements per rank: odd, so blocks split unevenly
 
 
 @pytest.fixture(scope="module")
 def runtime():
-    fake = fakecuda.FakeRuntime()
-    cuda.register_runtime(fakecuda.DeviceArray, fake)
-    yield fake
-    cuda.register_runtime(fakecuda.DeviceArray, None)
+    # Device work late enough that the host reaches its next step first:
+    # a result read without waiting for it is stale.
+    yield hostmodel.install(LATE)
+    hostmodel.uninstall()
 
 
 @pytest.fixture(scope="module")
@@ -276,7 +278,7 @@ def _runs():
 
 
 def _on_host(results):
-    fakecuda.NULL_STREAM.synchronize()  # the caller's stream: rule 3
+    hostmodel.NULL_STREAM.synchronize()  # the caller's stream: rule 3
     return [np.array(x.view(np.ndarray)) for x in results]
 
 
@@ -290,7 +292,7 @@ def test_device_arrays_give_the_host_results(runtime, comm, mode, name,
         want = run(comm, np.array, algorithm, False)
     except mpicoll.ConstraintError as exc:
         pytest.skip(str(exc))
-    got = _on_host(run(comm, fakecuda.device_array, algorithm,
+    got = _on_host(run(comm, hostmodel.device_array, algorithm,
                        nonblocking))
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
@@ -301,14 +303,14 @@ def test_device_arrays_give_the_host_results(runtime, comm, mode, name,
 def test_persistent_restarts_on_device_arrays(runtime, comm, mode, algorithm):
     """A prepared device allreduce started again and again reads the new
     input every time (device work and events anew on each start)."""
-    x = fakecuda.device_array(np.zeros(N))
-    y = fakecuda.device_array(np.zeros(N))
+    x = hostmodel.device_array(np.zeros(N))
+    y = hostmodel.device_array(np.zeros(N))
     try:
         request = comm.Allreduce_init(x, y, MPI.SUM, algorithm=algorithm)
     except mpicoll.ConstraintError as exc:
         pytest.skip(str(exc))
     for k in range(3):
-        fakecuda.NULL_STREAM.synchronize()
+        hostmodel.NULL_STREAM.synchronize()
         x.view(np.ndarray)[...] = values(comm.rank, N, "float64") + k
         request.Start()
         request.Wait()
@@ -339,10 +341,10 @@ def test_repeated_calls_reuse_their_plan(runtime, comm, mode, monkeypatch,
     compile_device = mpicoll.engine.context.compile_device
     monkeypatch.setattr(mpicoll.engine.context, "compile_device", counting)
     p, n = comm.size, N * comm.size
-    x = fakecuda.device_array(np.zeros(n))
-    y = fakecuda.device_array(np.zeros(n if name != "Allgather" else n * p))
+    x = hostmodel.device_array(np.zeros(n))
+    y = hostmodel.device_array(np.zeros(n if name != "Allgather" else n * p))
     for k in range(3):
-        fakecuda.NULL_STREAM.synchronize()
+        hostmodel.NULL_STREAM.synchronize()
         mine = values(comm.rank, n, "float64") + k
         x.view(np.ndarray)[...] = mine
         if name == "Allreduce":
@@ -364,6 +366,60 @@ def test_repeated_calls_reuse_their_plan(runtime, comm, mode, monkeypatch,
     assert len(compiled) == 1
 
 
+@pytest.mark.parametrize("nonblocking", [False, True],
+                         ids=["blocking", "nonblocking"])
+@pytest.mark.parametrize(("name", "algorithm"), [
+    ("Allreduce", "native"), ("Allreduce", "ring"), ("Bcast", "native"),
+    ("Bcast", "binomial"), ("Alltoall", "native"),
+    ("Alltoall", "pairwise")])
+def test_calls_on_the_same_arrays_are_replayed(runtime, comm, mode,
+                                               monkeypatch, name, algorithm,
+                                               nonblocking):
+    """A device call made again on the same objects is launched without
+    parsing (in check mode, blocking ones only) and still reads the new
+    input, written by a kernel on the caller's stream that runs late
+    (so each run must wait on the caller's stream anew), and gives the
+    result on the caller's stream. A change of CUDA-awareness between
+    calls takes the full path again."""
+    launched = []
+    real = mpicoll.engine.device_calls.DeviceLaunch.__init__
+
+    def counted(self, *args):
+        launched.append(1)
+        real(self, *args)
+
+    monkeypatch.setattr(mpicoll.engine.device_calls.DeviceLaunch,
+                        "__init__", counted)
+    p, xp = comm.size, runtime.xp
+    n = N * p if name == "Alltoall" else N
+    x = hostmodel.device_array(np.zeros(n))
+    y = hostmodel.device_array(np.zeros(n))
+    step = hostmodel.device_array(np.ones(n))
+    prefix = "I" + name.lower() if nonblocking else name
+    call = getattr(comm, prefix[0] + prefix[1:])
+    args = (x, 0) if name == "Bcast" else (x, y, MPI.SUM) \
+        if name == "Allreduce" else (x, y)
+    for k in range(4):
+        if k == 3:  # the other mode: a kept launch declines
+            monkeypatch.setenv("MPICOLL_CUDA_AWARE",
+                               "1" if mode == "staged" else "0")
+        hostmodel.NULL_STREAM.synchronize()
+        x.view(np.ndarray)[...] = values(comm.rank, n, "float64")
+        for _ in range(k):
+            xp.add(x, step, out=x)  # on the caller's stream, late
+        request = call(*args, algorithm=algorithm)
+        if nonblocking:
+            request.Wait()
+        rows = [values(q, n, "float64") + k for q in range(p)]
+        want = rows[0] if name == "Bcast" else sum(rows) \
+            if name == "Allreduce" else np.concatenate(
+                [r.reshape(p, N)[comm.rank] for r in rows])
+        (got,) = _on_host([x if name == "Bcast" else y])
+        np.testing.assert_array_equal(got, want)
+    replays = not (nonblocking and comm._settings.guard.check)
+    assert len(launched) == (2 if replays else 4)
+
+
 @pytest.mark.parametrize("algorithm", ["ring", "recursive_doubling",
                                        "rabenseifner", "native"])
 def test_messages_cut_into_pieces(runtime, comm, mode, monkeypatch,
@@ -373,7 +429,7 @@ def test_messages_cut_into_pieces(runtime, comm, mode, monkeypatch,
     x = values(comm.rank, 1000, "float64")
     want = x.copy()
     PG(comm).all_reduce(want, algorithm=algorithm)
-    got = fakecuda.device_array(x)
+    got = hostmodel.device_array(x)
     PG(comm).all_reduce(got, algorithm=algorithm)
     np.testing.assert_array_equal(_on_host([got])[0], want)
 
@@ -381,7 +437,7 @@ def test_messages_cut_into_pieces(runtime, comm, mode, monkeypatch,
 def test_split_communicators_have_their_own_streams(runtime, mode):
     world = MPI.COMM_WORLD
     half = mpicoll.Comm(world.Split(world.rank % 2, world.rank))
-    x = fakecuda.device_array(np.full(N, world.rank + 1.0))
+    x = hostmodel.device_array(np.full(N, world.rank + 1.0))
     work = PG(half).all_reduce(x, algorithm="ring", async_op=True)
     work.synchronize()
     members = range(world.rank % 2, world.size, 2)
@@ -396,7 +452,7 @@ def test_many_in_flight_while_the_caller_launches_kernels(runtime, comm,
                                                           mode):
     """Eight all-reduces in flight on one stream, the caller's stream busy
     with its own kernels in between; each result as on the host."""
-    xs = [fakecuda.device_array(values(comm.rank, N + i, "float64"))
+    xs = [hostmodel.device_array(values(comm.rank, N + i, "float64"))
           for i in range(8)]
     wants = [np.array(x.view(np.ndarray)) for x in xs]
     for w in wants:
@@ -415,7 +471,7 @@ def test_many_in_flight_while_the_caller_launches_kernels(runtime, comm,
 def test_results_are_ordered_on_the_callers_stream(runtime, comm, mode):
     """After wait(), a kernel on the caller's stream sees the result
     without any host synchronisation in between."""
-    x = fakecuda.device_array(np.full(N, comm.rank + 1.0))
+    x = hostmodel.device_array(np.full(N, comm.rank + 1.0))
     doubled = runtime.xp.empty(N)
     PG(comm).all_reduce(x, algorithm="ring", async_op=True).wait()
     runtime.xp.multiply(x, 2.0, out=doubled)
@@ -424,7 +480,7 @@ def test_results_are_ordered_on_the_callers_stream(runtime, comm, mode):
 
 
 def test_bucketer_on_device_arrays(runtime, comm, mode):
-    grads = [fakecuda.device_array(np.full(shape, comm.rank + 1.0,
+    grads = [hostmodel.device_array(np.full(shape, comm.rank + 1.0,
                                            dtype=dtype))
              for shape, dtype in [((3, 4), "float32"), ((5,), "float64"),
                                   ((), "float32"), ((7,), "float64")]]
@@ -441,7 +497,7 @@ def test_bucketer_on_device_arrays(runtime, comm, mode):
 def test_mixed_host_and_device_buffers_are_refused(runtime, comm):
     with pytest.raises(mpicoll.BufferSpecError,
                        match=r"rank \d+.*allreduce.*same memory"):
-        comm.Allreduce(fakecuda.device_array(np.zeros(3)), np.zeros(3))
+        comm.Allreduce(hostmodel.device_array(np.zeros(3)), np.zeros(3))
 
 
 def test_user_mpi_op_on_device_arrays_is_refused(runtime, comm):
@@ -449,11 +505,11 @@ def test_user_mpi_op_on_device_arrays_is_refused(runtime, comm):
     try:
         with pytest.raises(mpicoll.OpTypeError,
                            match=r"rank \d+.*allreduce.*host memory"):
-            PG(comm).all_reduce(fakecuda.device_array(np.zeros(3)), op,
+            PG(comm).all_reduce(hostmodel.device_array(np.zeros(3)), op,
                                 algorithm="ring")
         with pytest.raises(mpicoll.OpTypeError,
                            match=r"rank \d+.*allreduce.*host memory"):
-            comm.Allreduce(MPI.IN_PLACE, fakecuda.device_array(np.zeros(3)),
+            comm.Allreduce(MPI.IN_PLACE, hostmodel.device_array(np.zeros(3)),
                            op, algorithm="ring")
     finally:
         op.Free()
@@ -467,33 +523,33 @@ def test_point_to_point_on_device_arrays(runtime, comm, mode):
     theirs = values(left, N, "float64")
 
     def fresh():
-        return fakecuda.device_array(np.zeros(N))
+        return hostmodel.device_array(np.zeros(N))
 
     results = []
     if p > 1:  # a blocking send to oneself may wait for its receive
         got = fresh()
         if r % 2 == 0:
-            comm.Send(fakecuda.device_array(mine), right, 1)
+            comm.Send(hostmodel.device_array(mine), right, 1)
             comm.Recv([got, MPI.DOUBLE], left, 1)
         else:
             comm.Recv([got, MPI.DOUBLE], left, 1)
-            comm.Send(fakecuda.device_array(mine), right, 1)
+            comm.Send(hostmodel.device_array(mine), right, 1)
         results.append(got)
     got = fresh()
     works = [PG(comm).irecv(got, left, 2),
-             PG(comm).isend(fakecuda.device_array(mine), right, 2)]
+             PG(comm).isend(hostmodel.device_array(mine), right, 2)]
     mpicoll.waitall(works)
     results.append(got)
     got = fresh()  # the buffer face: a Work for device buffers
     works = [comm.Irecv([got, MPI.DOUBLE], left, 5),
-             comm.Isend(fakecuda.device_array(mine), right, 5)]
+             comm.Isend(hostmodel.device_array(mine), right, 5)]
     assert all(isinstance(w, mpicoll.Work) for w in works)
     mpicoll.waitall(works)
     results.append(got)
     got = fresh()
-    comm.Sendrecv(fakecuda.device_array(mine), right, 3, got, left, 3)
+    comm.Sendrecv(hostmodel.device_array(mine), right, 3, got, left, 3)
     results.append(got)
-    got = fakecuda.device_array(mine)
+    got = hostmodel.device_array(mine)
     comm.Sendrecv_replace(got, right, 4, left, 4)
     results.append(got)
     for g in _on_host(results):

@@ -21,7 +21,7 @@ requests, communicators and ops, Works, executions, compiled plans,
 contexts and threads, and every cache mpicoll keeps (:func:`caches`),
 over all the calls; resident memory over their second half (a leak grows
 it in both, settling memory in the first: :func:`measured`). Then the
-device path on :mod:`fakecuda`'s host model of CUDA streams, and calls
+device path on :mod:`mpicoll.device.hostmodel`'s host model of CUDA streams, and calls
 with many distinct sizes and distinct operations, which per-call caches
 must not remember without bound.
 
@@ -50,7 +50,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-import fakecuda
+from mpicoll.device import hostmodel
 import mpicoll
 import mpicoll.coll.registry
 import mpicoll.engine.context
@@ -271,7 +271,7 @@ def settle() -> None:
                 progress.submit(nudge, 0.0)  # due at once
             while progress._active and time.monotonic() < deadline:
                 time.sleep(1e-3)
-    fakecuda.NULL_STREAM.synchronize()
+    hostmodel.NULL_STREAM.synchronize()
     gc.collect()
     gc.collect()  # what finalizers of the first pass released
 
@@ -416,25 +416,19 @@ def test_ten_thousand_calls_per_algorithm_leave_nothing(comm, collective):
     assert made == CALLS * len(algs)
 
 
-# The device path: fakecuda's streams run each kernel DELAY (1 ms) late,
-# which makes one device call take 0.5 to 7 ms here (staged hand-built
-# ones the most); with DELAY 0 (the streams still run on their own
-# threads, after the host, in order) 0.5 to 1.3 ms. 10,000 calls of each
-# of the 62 (collective, algorithm) pairs would take over 10 minutes, so
-# the device path gets 10,000 calls in all: DEVICE_ROUNDS rounds of every
-# case of test_device_mpi (both faces, every algorithm, blocking and
+# The device path on the host model (its latencies zero): 10,000 calls of
+# each of the 62 (collective, algorithm) pairs would take over 10 minutes,
+# so the device path gets 10,000 calls in all: DEVICE_ROUNDS rounds of
+# every case of test_device_mpi (both faces, every algorithm, blocking and
 # nonblocking, CUDA-aware and staged: 516 device calls a round), 11,352
-# calls, ~13 s on an idle 2-vCPU VM.
+# calls.
 DEVICE_ROUNDS = 22
 
 
 @pytest.fixture
 def device_runtime(monkeypatch):
-    monkeypatch.setattr(fakecuda, "DELAY", 0.0)
-    fake = fakecuda.FakeRuntime()
-    cuda.register_runtime(fakecuda.DeviceArray, fake)
-    yield fake
-    cuda.register_runtime(fakecuda.DeviceArray, None)
+    yield hostmodel.install()
+    hostmodel.uninstall()
 
 
 @pytest.mark.timeout(300)
@@ -463,8 +457,8 @@ def test_device_path_leaves_nothing(comm, device_runtime, monkeypatch):
             monkeypatch.setenv("MPICOLL_CUDA_AWARE", mode)
             for run, alg in runs:
                 for nb in (False, True):
-                    run(comm, fakecuda.device_array, alg, nb)
-        fakecuda.NULL_STREAM.synchronize()
+                    run(comm, hostmodel.device_array, alg, nb)
+        hostmodel.NULL_STREAM.synchronize()
         for stream in device_runtime.streams:
             stream.synchronize()
 

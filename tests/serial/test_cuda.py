@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import fakecuda
+from mpicoll.device import hostmodel
 import mpicoll.device.steps as device_steps
 from mpicoll.device import cuda, rules as devicecall
 from mpicoll.coll.registry import lookup
@@ -15,10 +15,8 @@ from mpicoll.schedule.ops import builtin_op, Op
 
 @pytest.fixture
 def runtime():
-    fake = fakecuda.FakeRuntime()
-    cuda.register_runtime(fakecuda.DeviceArray, fake)
-    yield fake
-    cuda.register_runtime(fakecuda.DeviceArray, None)
+    yield hostmodel.install()
+    hostmodel.uninstall()
 
 
 @pytest.mark.parametrize(("setting", "want"), [("1", True), ("0", False)])
@@ -57,14 +55,14 @@ def test_this_mpich_wheel_is_not_cuda_aware():
 def test_placement(runtime):
     assert cuda.location(np.zeros(3)) is None
     assert cuda.runtime_of(np.zeros(3)) is None
-    x = fakecuda.device_array([1.0, 2.0])
+    x = hostmodel.device_array([1.0, 2.0])
     assert cuda.location(x) == (runtime, 0)
-    assert type(cuda.empty_like(x, 5)) is fakecuda.DeviceArray
+    assert type(cuda.empty_like(x, 5)) is hostmodel.DeviceArray
     assert type(cuda.empty_like(np.zeros(1), 5)) is np.ndarray
 
 
 def test_builtin_kernels_run_on_the_current_stream(runtime):
-    a, b = fakecuda.device_array([1, 5]), fakecuda.device_array([4, 2])
+    a, b = hostmodel.device_array([1, 5]), hostmodel.device_array([4, 2])
     out = runtime.xp.empty(2, a.dtype)
     stream = runtime.new_stream(0)
     with runtime.use(0, stream):
@@ -121,7 +119,7 @@ def test_messages_are_cut_into_pieces_behind_fences(runtime, monkeypatch,
 
 def test_held_objects_are_released_once_their_event_is_done(runtime):
     stream = runtime.new_stream(0)
-    stream.enqueue(lambda: None)  # a kernel the event waits behind
+    stream.enqueue(lambda: None, 0.05)  # a kernel the event waits behind
     event = runtime.new_event(0)
     event.record(stream)
     kept = object()

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-import fakecuda
+from mpicoll.device import hostmodel
 from mpicoll.device import cuda
 from mpicoll.errors import (BufferSpecError, InvalidArgumentError,
                             MPIArgumentError, MpicollError, OpTypeError,
@@ -92,15 +92,15 @@ class CAI:
             "mask": mask, "version": 3}
 
 
-class HostRuntime(fakecuda.FakeRuntime):
+class HostRuntime(hostmodel.ModelRuntime):
     def as_array(self, obj):
-        return getattr(obj, "a", obj).view(fakecuda.DeviceArray)
+        return getattr(obj, "a", obj).view(hostmodel.DeviceArray)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def device_runtimes():
     runtime = HostRuntime()
-    kinds = (fakecuda.DeviceArray, CudaDL, CAI)
+    kinds = (hostmodel.DeviceArray, CudaDL, CAI)
     for kind in kinds:
         cuda.register_runtime(kind, runtime)
     yield
@@ -224,8 +224,8 @@ SIMPLE = {
     "cai big-endian": lambda: CAI(ints(), typestr=">i4"),
     "[cai big-endian, INT]": lambda: [CAI(ints(), typestr=">i4"), MPI.INT],
     "cai unknown type": lambda: CAI(ints(), typestr="|V4"),
-    "device array": lambda: ints().view(fakecuda.DeviceArray),
-    "[device array, (2, 1)]": lambda: [ints().view(fakecuda.DeviceArray),
+    "device array": lambda: ints().view(hostmodel.DeviceArray),
+    "[device array, (2, 1)]": lambda: [ints().view(hostmodel.DeviceArray),
                                        (2, 1)],
     # rejected by mpi4py
     "None": lambda: None,
@@ -306,7 +306,7 @@ VECTOR_CASES = {
     "struct": lambda k: [np.arange(6.0), ([1] * k, [0, 1, 2][:k]), STRUCT],
     "dlpack": lambda k: [DL(ints()), [2] * k, "i"],
     "cai": lambda k: [CAI(ints()), ([2] * k, [6, 0, 3][:k]), MPI.INT],
-    "device array": lambda k: ints().view(fakecuda.DeviceArray),
+    "device array": lambda k: ints().view(hostmodel.DeviceArray),
     # rejected by mpi4py
     "None": lambda k: None,
     "5 items": lambda k: [ints(), 1, 2, 3, MPI.INT],
@@ -531,9 +531,9 @@ def test_null_ignores_the_argument():
 
 def test_device_arrays_give_device_views():
     a = ints()
-    for spec in (a.view(fakecuda.DeviceArray), CAI(a), CudaDL(a)):
+    for spec in (a.view(hostmodel.DeviceArray), CAI(a), CudaDL(a)):
         msg = message([spec, (3, 2), MPI.INT], readonly=False, where=WHERE)
-        assert type(msg.array) is fakecuda.DeviceArray
+        assert type(msg.array) is hostmodel.DeviceArray
         assert msg.array.tolist() == a[2:5].tolist()
         assert np.shares_memory(msg.array, a)
 
@@ -542,7 +542,7 @@ def test_a_runtime_view_that_is_a_copy_is_refused(monkeypatch):
     """Writes into a copy would never reach the caller's buffer."""
     monkeypatch.setattr(HostRuntime, "as_array",
                         lambda self, obj: obj.a.copy().view(
-                            fakecuda.DeviceArray))
+                            hostmodel.DeviceArray))
     with pytest.raises(BufferError, match="not the buffer's memory"):
         message(CAI(ints()), readonly=False, where=WHERE)
 
