@@ -38,9 +38,12 @@ On the host timestamps are ``time.perf_counter`` (:class:`HostClock`).
 
 On a GPU (``--device cuda``: CuPy arrays, the rest unchanged) the matrix
 products and the bucket copies run on the current stream (the compute
-stream) and each bucket's all-reduce on the communicator's mpicoll
-stream, which waits on the compute stream only up to the bucket's launch
-(:mod:`mpicoll.device.rules`). Timestamps are CUDA events recorded on the
+stream) and each bucket's all-reduce on a stream mpicoll lends it, which
+waits on the compute stream only up to the bucket's launch
+(:mod:`mpicoll.device.rules`). ``--device model`` runs the same on the
+host model of CUDA (:mod:`mpicoll.device.hostmodel`; latencies, matrix
+products' speed included, from ``MPICOLL_MODEL_LATENCIES``), with its
+events for clock. Timestamps are CUDA events recorded on the
 compute stream (:class:`CudaClock`): a layer's span is when the GPU ran
 its two products, not when the host launched them. A step ends with the
 compute stream waiting on every bucket (the bucketer's ``wait``) and the
@@ -65,10 +68,13 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.bench.device import unavailable
+from mpicoll.bench.device import to_host, unavailable
+from mpicoll.device import hostmodel
 from mpicoll.parallel.bucketing import GradientBucketer
 
 MODES = ("compute", "comm", "serial", "overlapped")
+_WHERE = {"cuda": ", on the GPU (CUDA events)",
+          "model": ", on the host model of CUDA (its events)"}
 
 
 class UsageError(Exception):
@@ -132,6 +138,9 @@ def device(name: str):
         raise UsageError(missing)
     if name == "cpu":
         return np, HostClock()
+    if name == "model":
+        return hostmodel.from_environment().xp, CudaClock(
+            hostmodel.ModelEvent, hostmodel.elapsed_ms)
     import cupy
 
     return cupy, CudaClock()
@@ -263,20 +272,24 @@ def check(comm, model: Backward, bucketer: GradientBucketer):
     relative to the layer's largest value, over layers and ranks, and the
     tolerance (reduction order may differ: a few ulps per rank)."""
     local = {}
+    xp = model.xp
 
     def ready(layer: int) -> None:
-        local[layer] = model.grads[layer].copy()
+        grad = model.grads[layer]
+        local[layer] = xp.empty(grad.shape, grad.dtype)
+        xp.copyto(local[layer], grad)  # on the current stream, in order
         bucketer.mark_ready(layer)
 
     model.run(ready=ready)
     bucketer.wait()
-    xp, worst, group = model.xp, np.zeros(1), bucketer.group
+    worst, group = np.zeros(1), bucketer.group
     for layer, grad in enumerate(model.grads):
         ref = local[layer]
         group.all_reduce(ref, algorithm="native")
-        ref /= comm.size
-        scale = float(xp.max(xp.abs(ref))) or 1.0
-        worst[0] = max(worst[0], float(xp.max(xp.abs(grad - ref))) / scale)
+        ref = to_host(ref) / comm.size
+        scale = float(np.max(np.abs(ref))) or 1.0
+        worst[0] = max(worst[0],
+                       float(np.max(np.abs(to_host(grad) - ref))) / scale)
     group.all_reduce(worst, op="max")
     return float(worst[0]), 4 * comm.size * float(np.finfo(grad.dtype).eps)
 
@@ -293,7 +306,7 @@ def report(args, result: Result, nranks: int) -> str:
         f"{args.bucket_kb} KiB, allreduce algorithm {args.algorithm}, "
         f"{args.offload_ms:g} ms offloaded per layer"
         f"{', bucket views' if args.bucket_views else ''}"
-        f"{', on the GPU (CUDA events)' if args.device == 'cuda' else ''}"
+        f"{_WHERE.get(args.device, '')}"
         f"; median of "
         f"{args.steps} steps, the slowest rank's",
         f"  compute (backward alone)          {ms['compute']:10.3f} ms",
@@ -354,7 +367,8 @@ def parse_args(argv=None):
                    help="bucket size in KiB (default 8192)")
     p.add_argument("--algorithm", default="auto",
                    help="allreduce algorithm (default auto)")
-    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    p.add_argument("--device", default="cpu",
+                   choices=("cpu", "cuda", "model"))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--offload-ms", type=float, default=0.0,
                    help="per layer, also wait this long with the core free "

@@ -24,6 +24,8 @@
 #   wrap-demos-n2, wrap-forms-n2   bench/wrap_cost.py demos, forms
 #   device-model-n1, -n2      bench/device_model.py: small staged calls on
 #                             the host model of CUDA, their time split
+#   overlap-n2-model-A        bench/overlap.py --device model, A = ring,
+#                             native: the bucketer on the host model
 #   overlap-n2-A              bench/overlap.py --offload-ms 5 for A = native,
 #                             ring (and its timeline, overlap-n2-ring.png),
 #                             ring with bucket views, ring without the
@@ -103,6 +105,11 @@ record wrap-demos-n2 on2 bench/wrap_cost.py demos
 record wrap-forms-n2 on2 bench/wrap_cost.py forms
 record device-model-n1 "$mpiexec" -n 1 "$py" -m mpi4py bench/device_model.py
 record device-model-n2 on2 bench/device_model.py
+for a in ring native; do  # model matrix products at 100 MFLOP/s
+    MPICOLL_MODEL_LATENCIES=assumed,flops=0.0001 record "overlap-n2-model-$a" \
+        on2 bench/overlap.py --device model --size 128 --batch 16 \
+        --layers 16 --bucket-kb 128 --algorithm "$a"
+done
 export OMP_NUM_THREADS=1  # one BLAS thread per rank: 2 ranks, 2 cores
 record overlap-n2-native on2 bench/overlap.py --algorithm native --offload-ms 5
 record overlap-n2-ring on2 bench/overlap.py --algorithm ring --offload-ms 5 \

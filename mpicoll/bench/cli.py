@@ -70,7 +70,8 @@ def _parser(rank: int) -> options.RankZeroParser:
            "(0: no limit); default 100")
     a("--inplace", action="store_true", help="MPI.IN_PLACE calls")
     a("--device", choices=DEVICES, default="cpu",
-      help="where buffers live: host NumPy or CuPy device arrays")
+      help="where buffers live: host NumPy, CuPy device arrays, or the "
+      "host model of CUDA (a dry run; MPICOLL_MODEL_LATENCIES)")
     a("--check", action=argparse.BooleanOptionalAction, default=True,
       dest="validate", help="validate every row after timing (default on)")
     options.add_output_options(

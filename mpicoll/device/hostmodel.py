@@ -44,6 +44,7 @@ import collections
 import contextlib
 import functools
 import math
+import os
 import threading
 import time
 from typing import NamedTuple
@@ -66,19 +67,25 @@ class Latencies(NamedTuple):
     bandwidth: float = math.inf  # of a copy between device and host
     kernel: float = 0.0  # device time of a kernel
     query: float = 0.0  # host time of an event query
+    flops: float = math.inf  # of a matrix product, per second
 
     @classmethod
     def parse(cls, text: str) -> Latencies:
-        """``"launch=3,copy=8,kernel=5,query=0.5,bandwidth=25"``: times in
-        microseconds, bandwidth in GB/s; ``"0"`` all zero; ``"assumed"``
-        :data:`ASSUMED`. A field left out is zero (bandwidth: unlimited)."""
+        """``"launch=3,copy=8,kernel=5,query=0.5,bandwidth=25,flops=50"``:
+        times in microseconds, bandwidth in GB/s, flops (of matrix
+        products) in TFLOP/s; ``"0"`` all zero; ``"assumed"``
+        :data:`ASSUMED`, which may be followed by fields that change it
+        (``"assumed,flops=0.1"``). A field left out is zero (bandwidth
+        and flops: unlimited)."""
         text = text.strip()
         if text in ("", "0"):
             return cls()
-        if text == "assumed":
-            return ASSUMED
+        items = text.split(",")
         values = {}
-        for item in text.split(","):
+        if items[0].strip() == "assumed":
+            values = ASSUMED._asdict()
+            items = items[1:]
+        for item in items:
             name, _, number = item.partition("=")
             name = name.strip()
             try:
@@ -90,25 +97,29 @@ class Latencies(NamedTuple):
                     f"device model latencies {text!r}: {item.strip()!r} is "
                     f"not NAME=NUMBER with NAME one of "
                     f"{', '.join(cls._fields)} and NUMBER >= 0")
-            values[name] = value * (1e9 if name == "bandwidth" else 1e-6)
-        if values.get("bandwidth") == 0:
-            raise ValueError(f"device model latencies {text!r}: bandwidth 0")
+            values[name] = value * {"bandwidth": 1e9, "flops": 1e12}.get(
+                name, 1e-6)
+        for rate in ("bandwidth", "flops"):
+            if values.get(rate) == 0:
+                raise ValueError(f"device model latencies {text!r}: {rate} 0")
         return cls(**values)
 
     def __str__(self) -> str:
         parts = [f"{name} {getattr(self, name) * 1e6:g} us"
                  for name in ("launch", "copy", "kernel", "query")]
-        gbs = self.bandwidth / 1e9
-        return ", ".join(parts) + (f", bandwidth {gbs:g} GB/s"
-                                   if math.isfinite(gbs) else "")
+        gbs, tflops = self.bandwidth / 1e9, self.flops / 1e12
+        return ", ".join(parts) + (
+            f", bandwidth {gbs:g} GB/s" if math.isfinite(gbs) else "") + (
+            f", {tflops:g} TFLOP/s" if math.isfinite(tflops) else "")
 
 
 #: What ``bench/device_model.py`` assumes of a GPU where nothing was
 #: measured: a CUDA API call's CPU time of 3 us, a small copy of 8 us
 #: (the 5 to 10 us usually quoted), a kernel of 5 us, an event query of
-#: 0.5 us, copies at 25 GB/s (PCIe 4.0 x16 in practice).
+#: 0.5 us, copies at 25 GB/s (PCIe 4.0 x16 in practice), matrix products
+#: at 50 TFLOP/s (an H200's FP32 is about 67).
 ASSUMED = Latencies(launch=3e-6, copy=8e-6, bandwidth=25e9, kernel=5e-6,
-                    query=0.5e-6)
+                    query=0.5e-6, flops=50e12)
 
 
 class Ledger:
@@ -217,7 +228,7 @@ class ModelEvent:
     """Complete once its latest record is (or never recorded, as CUDA's
     are)."""
 
-    def __init__(self) -> None:
+    def __init__(self, **_flags) -> None:  # CuPy's Event(disable_timing=)
         self._mark: _Mark | None = None
 
     @_timed
@@ -310,6 +321,12 @@ def _applying(mark: _Mark):
     return apply
 
 
+def elapsed_ms(start: ModelEvent, end: ModelEvent) -> float:
+    """Milliseconds of model time between two recorded events (as
+    ``cupy.cuda.get_elapsed_time``)."""
+    return (end._mark.due - start._mark.due) * 1e3
+
+
 NULL_STREAM = ModelStream("null")
 
 
@@ -346,8 +363,24 @@ class ModelXp:
             setattr(self, name, _on_current(getattr(np, name)))
 
     @staticmethod
-    def empty(n, dtype=np.float64) -> DeviceArray:
-        return np.empty(n, dtype).view(DeviceArray)
+    def empty(shape, dtype=np.float64) -> DeviceArray:
+        return np.empty(shape, dtype).view(DeviceArray)
+
+    @staticmethod
+    def asarray(values, dtype=None) -> DeviceArray:
+        """A new device array of ``values`` (at once, as from the host)."""
+        return np.array(values, dtype).view(DeviceArray)
+
+    @staticmethod
+    @_timed
+    def matmul(a, b, out) -> None:
+        """``out = a @ b`` on the current stream: a kernel of
+        ``2 m n k / flops`` seconds (at least ``kernel``)."""
+        LEDGER.kernels += 1
+        flop = 2 * a.shape[0] * a.shape[1] * b.shape[1]
+        current_stream().enqueue(
+            lambda: np.matmul(_host(a), _host(b), out=_host(out)),
+            max(_latencies.kernel, flop / _latencies.flops))
 
     @staticmethod
     @_timed
@@ -423,7 +456,25 @@ def install(latencies: Latencies | None = None) -> ModelRuntime:
     return runtime
 
 
+#: The environment variable :func:`from_environment` reads.
+LATENCIES_VARIABLE = "MPICOLL_MODEL_LATENCIES"
+_installed: ModelRuntime | None = None
+
+
+def from_environment() -> ModelRuntime:
+    """The runtime installed once per process with the latencies
+    ``MPICOLL_MODEL_LATENCIES`` names (default ``assumed``); a
+    ``ValueError`` saying what is wrong with a bad setting."""
+    global _installed
+    if _installed is None:
+        lat = Latencies.parse(os.environ.get(LATENCIES_VARIABLE, "assumed"))
+        _installed = install(lat)
+    return _installed
+
+
 def uninstall() -> None:
     """Forget the model runtime; latencies back to zero."""
+    global _installed
+    _installed = None
     register_runtime(DeviceArray, None)
     set_latencies(Latencies())

@@ -7,7 +7,9 @@ The rules, in one place (as PyTorch's ProcessGroup keeps them):
    caller's kernels wrote, whatever stream they ran on, without blocking
    the host.
 2. The collective's device work (reductions, copies, staging copies) runs
-   on the communicator's stream (:class:`DeviceTarget`); the host posts
+   on a stream of the communicator's (:class:`DeviceTarget`: its main
+   stream for a blocking call, one lent to a nonblocking call while it is
+   in flight, :mod:`mpicoll.device.streams`); the host posts
    messages only once the device work they depend on has completed (see
    :mod:`mpicoll.device.steps`), and an end event is recorded after the
    last device work.

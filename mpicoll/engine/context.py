@@ -26,10 +26,11 @@ limit (2**31 - 1 bytes: messages travel as bytes), the schedule's long
 messages are split into chunks before binding
 (:mod:`mpicoll.schedule.chunk`); smaller calls pay one comparison.
 
-For device arrays it owns the communication stream, one per device
-(:meth:`Context.stream`), and compiles plans for them with
+For device arrays it owns the communication streams, a pool per device
+(:meth:`Context.streams`), and compiles plans for them with
 :mod:`mpicoll.device.steps` (scratch on the device, pinned host mirrors
-when staging), keyed also by the device and the staging mode.
+when staging), keyed also by the device, the stream and the staging
+mode.
 
 Finally it knows which ranks share a node (:attr:`Context.nodes`), and
 caches the node-local and cross-node communicators built from that, all on
@@ -55,6 +56,7 @@ from mpicoll.device.rules import DeviceTarget, hold_until
 from mpicoll.errors import InvalidArgumentError
 from mpicoll.schedule.chunk import MAX_MESSAGE_BYTES, element_limit, split_messages
 from mpicoll.device.steps import compile_device
+from mpicoll.device.streams import StreamPool
 from mpicoll.device.memory import address
 from mpicoll.engine.executor import compile_plan, needs_progress
 from mpicoll.schedule.bind import Step, bind
@@ -131,13 +133,14 @@ class Context:
         if comm.Get_topology() == MPI.CART:
             self.dims = tuple(MPI.Cartcomm(comm).Get_topo()[0])
 
-    def stream(self, runtime, device: int):
-        """This communicator's stream on ``device``, created on first use."""
+    def streams(self, runtime, device: int) -> StreamPool:
+        """This communicator's streams on ``device``, created on first
+        use."""
         key = (id(runtime), device)
-        held = self._streams.get(key)
-        if held is None or held[0] is not runtime:  # an id reused: anew
-            held = self._streams[key] = (runtime, runtime.new_stream(device))
-        return held[1]
+        pool = self._streams.get(key)
+        if pool is None or pool.runtime is not runtime:  # an id reused
+            pool = self._streams[key] = StreamPool(runtime, device)
+        return pool
 
     def next_tag(self) -> int:
         """The tag of the next hand-built call."""

@@ -18,6 +18,8 @@ call), since the plan and mirrors belong to one mode.
 
 from __future__ import annotations
 
+from functools import partial
+
 from mpicoll.device.cuda import cuda_aware
 from mpicoll.device.rules import (
     BlockingNative,
@@ -36,11 +38,13 @@ from mpicoll.engine.work import Work, then
 class DeviceLaunch:
     """``call`` (a :class:`~mpicoll.engine.engine.Call` on device views)
     as algorithm ``alg`` on ``target``: :meth:`run` launches it, blocking
-    (None) or not (a :class:`~mpicoll.engine.work.Work`); :meth:`again`
-    is what a replay runs."""
+    (None) or not (a :class:`~mpicoll.engine.work.Work`, on a stream
+    borrowed from the communicator's :class:`~mpicoll.device.streams.
+    StreamPool` until it completes); :meth:`again` is what a replay
+    runs."""
 
     __slots__ = ("_alg", "_blocking", "_busy", "_call", "_ctx", "_mirrors",
-                 "_target", "_where")
+                 "_stream", "_target", "_where")
 
     def __init__(self, ctx, call, alg, target: DeviceTarget,
                  where: dict) -> None:
@@ -52,6 +56,7 @@ class DeviceLaunch:
         self._mirrors = None  # a staged native call's, kept for the next
         self._busy = False  # a run of it is in flight (its mirrors in use)
         self._blocking = None  # BlockingNative, made at the first such run
+        self._stream = None  # the stream the last nonblocking run borrowed
 
     def again(self, async_op):
         """Run again (``call.stage`` first refreshes mpicoll's copy of the
@@ -80,6 +85,10 @@ class DeviceLaunch:
             if call.finish is not None:
                 call.finish()
             return None
+        if async_op:  # a stream of its own while in flight
+            pool = ctx.streams(target.runtime, target.device)
+            stream = self._stream = pool.lend(self._stream)
+            target = target._replace(stream=stream)
         ready = caller_ready(target)
         plan = None
         if self._alg.native:
@@ -117,6 +126,8 @@ class DeviceLaunch:
                 finish()
 
         execution = Execution(steps, ctx.comm, tag)
+        # Its device work all enqueued, a later call may use the stream.
+        execution.on_finished(partial(pool.give_back, stream))
         work = Work(where=self._where, execution=execution, finish=release,
                     keep=keep, device=(target, end))
         if plan is not None:  # a native call's request needs no thread

@@ -8,7 +8,7 @@ dtype, op), then runs it:
 
 - on host or device memory (device calls follow :mod:`mpicoll.device.rules`:
   the caller's stream is waited on, the collective's device work runs on
-  the communicator's own stream);
+  the communicator's own streams);
 - natively (``Call.native`` makes the MPI library's call on the private
   duplicate) or as a hand-built schedule (compiled once per buffers and
   cached by :class:`~mpicoll.engine.context.Context`);
@@ -374,7 +374,7 @@ class Engine(Replays, Choosing, Agreeing, Guarding):
                 f"algorithm='recursive_doubling'", **where)
         runtime, device = on_device
         launch = DeviceLaunch(self.ctx, call, alg, DeviceTarget(
-            runtime, device, self.ctx.stream(runtime, device),
+            runtime, device, self.ctx.streams(runtime, device).main,
             not cuda_aware()), where)
         if call.memo is not None:
             if async_op:

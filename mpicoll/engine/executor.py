@@ -187,11 +187,12 @@ class _Advancing:
 
     due = 0.0  # the progress thread's: when it may advance this
     queued = False  # in the progress thread's list
-    on_device = False  # stopped at a fence: device work not yet complete
+    fence = None  # the event of device work it stopped at, not yet done
+    waited = False  # a caller waits for the progress thread to finish it
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._then = None  # on_finished's callable, for this run
+        self._then = ()  # on_finished's callables, for this run
         self.done = True
         self.error: Exception | None = None
 
@@ -204,15 +205,16 @@ class _Advancing:
         """Call ``then()`` once this run has finished (now, if it has),
         in the thread that finishes it, holding the lock: what a
         generalized request (:mod:`mpicoll.engine.requests`) completes
-        on."""
+        on, a device call's stream is given back on, and a device
+        ``Work.wait`` waits for."""
         with self._lock:
-            self._then = then
+            self._then = (*self._then, then)
             if self.finished:
                 self._finished()
 
     def _finished(self) -> None:
-        then, self._then = self._then, None
-        if then is not None:
+        thens, self._then = self._then, ()
+        for then in thens:
             then()
 
     def _guarded(self, block: bool) -> None:
@@ -225,7 +227,7 @@ class _Advancing:
             self.error = exc
             self._finished()
             raise
-        if self.done and self._then is not None:
+        if self.done and self._then:
             self._finished()
 
     def test(self) -> bool:
@@ -332,9 +334,9 @@ class Execution(_Advancing):
                     if block:
                         step.ready.synchronize()
                     elif not step.ready.done:
-                        self.on_device = True
+                        self.fence = step.ready
                         return
-                    self.on_device = False
+                    self.fence = None
                 self._post(step)
                 if start and self._requests:
                     return

@@ -33,9 +33,13 @@ and, when no round finished, sleeps ``MIN_PAUSE`` doubling up to
 round costs a few microseconds of one core per pause, and a finished
 round waits at most ``MAX_PAUSE`` for its successor to be posted. A
 schedule on device arrays is advanced from its launch (no grace: its
-rounds wait on device work, not on the caller), and while an execution
-stands at a fence (device work not yet complete) the pause stays at
-``MIN_PAUSE``, so the thread notices the work done within about 20 us. It
+rounds wait on device work, not on the caller), and when every execution
+in flight stands at a fence (device work not yet complete), the thread
+waits on the oldest one's event (a CUDA event synchronize, which releases
+the GIL) instead of polling: it sees the device work done when it is,
+and holds no GIL meanwhile (polling every 20 us held it so much that the
+caller's own thread, doing the other buckets' rounds, ran several times
+slower in ``bench/overlap.py --device model``). It
 takes the GIL to run: NumPy and MPI calls release it, and while the
 caller runs pure Python the interpreter hands it over at its switch
 interval (see below), so rounds advance at that pace then.
@@ -115,6 +119,11 @@ class ProgressThread:
             if execution.due < self._wake_at:  # else it wakes in time
                 self._cond.notify()
 
+    def hurry(self) -> None:
+        """Look again now: a caller has started waiting."""
+        with self._cond:
+            self._cond.notify()
+
     def _shorten_switch_interval(self) -> None:
         """While collectives are in flight, hand the GIL over every
         ``SWITCH_INTERVAL`` instead of Python's 5 ms: MPICH copies large
@@ -166,15 +175,24 @@ class ProgressThread:
                     continue
                 now = time.monotonic()
                 due = min(e.due for e in self._active)
-                if due <= now and any(e.on_device for e in self._active):
-                    sleep = MIN_PAUSE  # a fence: device work ends soon
-                elif due <= now:  # some are being advanced: poll them
+                fence = None
+                if due > now:  # young ones alone: wake when the first is due
+                    sleep = due - now
+                elif all(e.fence is not None for e in self._active):
+                    fence = self._active[0].fence  # all wait on the device
+                    self._wake_at = now  # a submit meanwhile: seen after
+                elif any(e.waited for e in self._active):
+                    sleep = MIN_PAUSE  # a caller waits: no backing off
+                else:  # some are being advanced: poll them
                     sleep = pause
                     pause = min(2 * pause, MAX_PAUSE)
-                else:  # young ones alone: wake when the first is due
-                    sleep = due - now
-                self._wake_at = now + sleep
-                self._cond.wait(sleep)
+                if fence is None:
+                    self._wake_at = now + sleep
+                    self._cond.wait(sleep)
+                    continue
+            fence.synchronize()  # the GIL released, as the device works
+            fence = None
+            pause = MIN_PAUSE
 
 
 def set_enabled(on: bool | None) -> None:
@@ -231,6 +249,18 @@ def submit(execution: Execution, lazy: bool = False,
     _running.submit(execution, 0.0 if at_once else
                     LAZY_GRACE if lazy else GRACE)
     return True
+
+
+def wait_for(execution: Execution) -> None:
+    """Block until the progress thread has finished ``execution`` (one
+    it advances: ``execution.queued``), polling it without backing off
+    meanwhile; its error, if any, is left for ``execution.wait()``."""
+    done = threading.Event()
+    execution.waited = True
+    execution.on_finished(done.set)
+    if _running is not None:
+        _running.hurry()
+    done.wait()
 
 
 def _shutdown() -> None:

@@ -26,6 +26,7 @@ from mpi4py import MPI
 
 from mpicoll.device.rules import hold_until, order_caller
 from mpicoll.errors import CollectiveTimeoutError
+from mpicoll.engine import progress
 from mpicoll.engine.executor import Execution, poll
 
 
@@ -140,8 +141,17 @@ class Work:
                           self._where, self._pending)
             return
         if timeout is None:
-            if self._execution is not None:
-                self._execution.wait()
+            execution = self._execution
+            if execution is not None and self._device is not None and \
+                    execution.queued:
+                # The progress thread posts its rounds as their device
+                # work completes: wait for it to finish (not competing
+                # with it for the GIL and MPI, which slowed every bucket
+                # of bench/overlap.py --device model several times over).
+                progress.wait_for(execution)
+                execution.wait()  # raises its error, if any
+            elif execution is not None:
+                execution.wait()
             else:
                 self._request.Wait()
             self._complete()

@@ -443,9 +443,41 @@ def test_split_communicators_have_their_own_streams(runtime, mode):
     members = range(world.rank % 2, world.size, 2)
     np.testing.assert_array_equal(x.view(np.ndarray),
                                   sum(q + 1.0 for q in members))
-    assert half._engine.ctx.stream(runtime, 0) is not \
-        mpicoll.Comm(world)._engine.ctx.stream(runtime, 0)
+    assert half._engine.ctx.streams(runtime, 0).main is not \
+        mpicoll.Comm(world)._engine.ctx.streams(runtime, 0).main
     half.free()
+
+
+@pytest.mark.parametrize("algorithm", ["native", "ring"])
+def test_calls_in_flight_together_have_streams_of_their_own(
+        runtime, comm, mode, algorithm):
+    """Nonblocking device calls in flight together run on streams of
+    their own (none on the blocking calls' stream), so a later launch's
+    wait on the caller's stream cannot hold back an earlier call's
+    rounds; a call made again (replayed) gets its stream back."""
+    if comm.size == 1:
+        pytest.skip("one rank: a hand-built call is complete at its launch")
+    xs = [hostmodel.device_array(np.full(N, comm.rank + k, float))
+          for k in range(3)]
+    pool = comm._engine.ctx.streams(runtime, 0)
+    # Work on the caller's stream keeps them all waiting, in flight.
+    hostmodel.NULL_STREAM.enqueue(lambda: None, 0.2)
+    works = [comm.Iallreduce(MPI.IN_PLACE, x, algorithm=algorithm)
+             for x in xs]
+    streams = [w._device[0].stream for w in works]
+    assert len({id(s) for s in streams}) == 3
+    assert all(s is not pool.main for s in streams)
+    for w in works:
+        w.Wait()
+    again = comm.Iallreduce(MPI.IN_PLACE, xs[1], algorithm=algorithm)
+    if not comm._settings.guard.check:  # replayed (check mode: not)
+        assert again._device[0].stream is streams[1]
+    again.Wait()
+    got = _on_host(xs)
+    for k, g in enumerate(got):
+        want = sum(q + k for q in range(comm.size))
+        want = want * comm.size if k == 1 else want
+        np.testing.assert_array_equal(g, np.full(N, want, float))
 
 
 def test_many_in_flight_while_the_caller_launches_kernels(runtime, comm,

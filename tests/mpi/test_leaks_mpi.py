@@ -473,9 +473,10 @@ def test_device_path_leaves_nothing(comm, device_runtime, monkeypatch):
 
     made = measured(comm, half, "device path")
     assert made >= 10_000, made
-    # one stream per communicator and device, made once (none when the
-    # context still has one under a dropped runtime's id)
-    assert len(device_runtime.streams) <= 1
+    # the communicator's stream and those its nonblocking calls borrow,
+    # made once and reused (none when the context still has them under a
+    # dropped runtime's id): one call in flight at a time here
+    assert len(device_runtime.streams) <= 2
 
 
 def test_caches_stay_bounded_with_distinct_sizes(comm):

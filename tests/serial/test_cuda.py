@@ -128,3 +128,52 @@ def test_held_objects_are_released_once_their_event_is_done(runtime):
     event.synchronize()
     devicecall.hold_until(None, ())
     assert not any(kept in objects for _, objects in devicecall._held)
+
+
+def test_model_work_takes_effect_once_observed(runtime):
+    """The host model's laziness: a copy changes nothing until an event
+    after it is seen complete; a stream's wait on another stream's event
+    applies that stream first."""
+    copies, kernels = runtime.new_stream(0), runtime.new_stream(0)
+    src, dst = hostmodel.device_array([1.0, 2.0]), np.zeros(2)
+    runtime.copy_async(dst, src, copies)
+    np.testing.assert_array_equal(dst, [0, 0])
+    copied = runtime.new_event(0)
+    copied.record(copies)
+    out = runtime.xp.empty(2)
+    kernels.wait_event(copied)
+    with runtime.use(0, kernels):
+        runtime.xp.add(dst.view(hostmodel.DeviceArray), src, out=out)
+    np.testing.assert_array_equal(dst, [0, 0])  # nothing observed yet
+    kernels.synchronize()
+    np.testing.assert_array_equal(dst, [1, 2])
+    np.testing.assert_array_equal(out.view(np.ndarray), [2, 4])
+
+
+def test_model_work_is_late_by_its_latency(runtime):
+    """With latencies, work is not complete until its time has come (an
+    hour here: the test does not wait for it) and the ledger counts it."""
+    hostmodel.set_latencies(hostmodel.Latencies(copy=3600.0))
+    hostmodel.LEDGER.reset()
+    stream = runtime.new_stream(0)
+    runtime.copy_async(np.zeros(1), hostmodel.device_array([1.0]), stream)
+    event = runtime.new_event(0)
+    event.record(stream)
+    assert not event.done
+    assert hostmodel.LEDGER.copies == 1 and hostmodel.LEDGER.early == 1
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("0", hostmodel.Latencies()),
+    ("assumed", hostmodel.ASSUMED),
+    ("copy=2,bandwidth=10", hostmodel.Latencies(copy=2e-6, bandwidth=1e10)),
+    ("assumed,flops=0.5", hostmodel.ASSUMED._replace(flops=5e11))])
+def test_model_latencies_are_parsed(text, want):
+    assert hostmodel.Latencies.parse(text) == want
+
+
+@pytest.mark.parametrize("text", ["copy", "copy=-1", "speed=3", "flops=0",
+                                  "copy=x"])
+def test_bad_model_latencies_are_refused(text):
+    with pytest.raises(ValueError, match="device model latencies"):
+        hostmodel.Latencies.parse(text)
