@@ -21,8 +21,8 @@
 #
 # Without a GPU it refuses to start, unless --dry-run: then every step runs
 # on the host model of CUDA (mpicoll/device/hostmodel.py: --device model,
-# tests/mpi/test_device_mpi.py for the tests, smaller overlap runs, short
-# time budgets), which is how CI keeps this script working.
+# tests/mpi/test_device_mpi.py for the tests, smaller messages and overlap
+# runs, short time budgets), which is how CI keeps this script working.
 #
 # Needs a Python with mpi4py, an MPI library, pytest-mpi, and (on a GPU)
 # CuPy: $PYTHON (default python3) and $MPIEXEC (default mpiexec), with
@@ -121,11 +121,11 @@ except Exception as e:
 } 2>&1 | tee "$out/machine.txt"
 
 if [ "$dry" = 1 ]; then
-    tests=tests/mpi/test_device_mpi.py budget=5 calls=100
+    tests=tests/mpi/test_device_mpi.py budget=5 calls=100 big_message=1M
     overlap=(--size 128 --batch 16 --layers 16 --bucket-kb 128 --steps 3)
-    big=(--batch 64) sweep=(-e 1M)
+    big=(--batch 64 --layers 8) sweep=(-e 64K)
 else
-    tests=tests/gpu budget=40 calls=500
+    tests=tests/gpu budget=40 calls=500 big_message=16M
     overlap=()
     big=(--batch 32768) sweep=()
 fi
@@ -139,8 +139,8 @@ step "small-n$n" 150 "${on_n[@]}" -m mpicoll.bench --device "$device" \
     --time-budget "$budget"
 step "model-n$n" 120 "${on_n[@]}" -m mpi4py bench/device_model.py --calls "$calls"
 step "alltoall16m-n$n" 90 "${on_n[@]}" -m mpicoll.bench --device "$device" \
-    -c alltoall -a native,pairwise,hierarchical -b 16M -e 16M \
-    --time-budget "$budget"
+    -c alltoall -a native,pairwise,hierarchical -b "$big_message" \
+    -e "$big_message" --time-budget "$budget"
 if [ "$dry" = 1 ]; then  # matrix products slow enough to hide buckets
     export MPICOLL_MODEL_LATENCIES=assumed,flops=0.0001
 fi

@@ -46,6 +46,7 @@ from functools import partial
 from typing import NamedTuple
 
 from mpicoll.collectives import COLLECTIVES
+from mpicoll.device import steps as device_steps
 from mpicoll.device.steps import DeviceSteps, on_stream
 from mpicoll.device.memory import address, overlap
 from mpicoll.schedule.bind import Step
@@ -96,13 +97,16 @@ def native_steps(target: DeviceTarget, collective: str, native, send, recv,
     The host waits here (see the module's docstring) until the caller's
     stream has reached the call (``ready``), then CUDA-aware: one step
     posting ``native`` on the device arrays; nothing runs on the stream,
-    so there is no end event. Staged: the inputs
-    (:func:`staged_inputs`) are copied into pinned mirrors on the stream
-    and waited for, the call is posted on the mirrors, and ``recv``'s
-    mirror is copied back on the stream. ``mirrors``: the ``(send,
-    recv)`` mirrors an earlier run of the same call returned, reused
-    (that run's copy back from them is ordered before this run's copies
-    on the stream), else new ones (:func:`staging_mirrors`).
+    so there is no end event. Staged: the inputs are copied into pinned
+    mirrors on the stream and the call posted on them, in pipelined
+    chunks where the collective allows (:func:`staged_chunks`): each
+    chunk's call is posted, here, as soon as its own copy is done, while
+    the next chunk's copy runs; each chunk's result is copied back on the
+    stream as soon as its call completes, while the next one's messages
+    move. ``mirrors``: the ``(send, recv)`` mirrors an earlier run of the
+    same call returned, reused (that run's copies back from them are
+    ordered before this run's copies on the stream), else new ones
+    (:func:`staging_mirrors`).
     """
     runtime, device, stream, staged = target
     if not staged:
@@ -112,19 +116,25 @@ def native_steps(target: DeviceTarget, collective: str, native, send, recv,
                            None), ()
     if mirrors is None:
         mirrors = staging_mirrors(runtime, send, recv)
-    host_send, host_recv = mirrors
-    copied, end = runtime.new_event(device), runtime.new_event(device)
-    with runtime.use(device, stream):
-        for host, dev in staged_inputs(collective, send, recv, mirrors):
-            runtime.copy_async(host, dev, stream)
-        copied.record(stream)
-    copied.synchronize()
-    back = [partial(runtime.copy_async, recv, host_recv, stream)] \
-        if recv.size else []
-    finish = partial(on_stream, runtime, device, stream,
-                     (*back, partial(end.record, stream)))
-    step = Step((), (), (finish,), call=native(True, host_send, host_recv))
-    return DeviceSteps((step,), end), mirrors
+    chunks = staged_chunks(collective, native, send, recv, mirrors)
+    copied = [runtime.new_event(device) for _ in chunks]
+    end = runtime.new_event(device)
+    requests = post_chunks(runtime, device, stream, chunks, copied)
+    steps = []
+    for (_, _, back), request in zip(chunks, requests):
+        work = [partial(runtime.copy_async, *back, stream)] if back else []
+        steps.append(Step((), (), (partial(on_stream, runtime, device,
+                                           stream, tuple(work)),),
+                          call=partial(_posted, request)))
+    last = steps[-1]
+    steps[-1] = last._replace(local=(*last.local, partial(
+        on_stream, runtime, device, stream, (partial(end.record, stream),))))
+    return DeviceSteps(tuple(steps), end), mirrors
+
+
+def _posted(request):
+    """A step's ``call`` for a request posted already."""
+    return request
 
 
 def staging_mirrors(runtime, send, recv) -> tuple:
@@ -156,6 +166,55 @@ def staged_inputs(collective: str, send, recv, mirrors) -> list:
     return [(h, d) for h, d in pairs if d.size]
 
 
+def staged_chunks(collective: str, native, send, recv, mirrors) -> list:
+    """A staged native call as ``(inputs, make, back)`` chunks: the
+    ``(mirror, device array)`` pairs to copy to the host, the maker of
+    the nonblocking call on the mirrors, and the ``(device array,
+    mirror)`` to copy back (None: nothing). One chunk, unless the
+    collective works element by element (its row's counts are
+    ``"whole"``: allreduce, reduce, bcast, scan, exscan) and the message
+    is longer than :data:`~mpicoll.device.steps.PIECE_BYTES`: then one
+    chunk per piece of that size, each a call of its own on its part of
+    every buffer (an in-place call stays in place, chunk by chunk)."""
+    host_send, host_recv = mirrors
+    inputs = staged_inputs(collective, send, recv, mirrors)
+    n = max(send.size, recv.size)
+    step = max(1, device_steps.PIECE_BYTES // max(send.itemsize,
+                                                  recv.itemsize))
+    if COLLECTIVES[collective].counts != "whole" or n <= step:
+        return [(inputs, native(True, host_send, host_recv),
+                 (recv, host_recv) if recv.size else None)]
+    chunks = []
+    for a in range(0, n, step):
+        part = slice(a, a + step)
+        hr = host_recv[part]
+        hs = hr if host_send is host_recv else host_send[part]
+        chunks.append(([(h[part], d[part]) for h, d in inputs
+                        if d[part].size],
+                       native(True, hs, hr),
+                       (recv[part], hr) if recv[part].size else None))
+    return chunks
+
+
+def post_chunks(runtime, device: int, stream, chunks: list,
+                copied: list) -> list:
+    """Copy every chunk's inputs to the host on ``stream``, each chunk's
+    followed by its event of ``copied``; then, in order, wait for each
+    chunk's event and make its call (posted here, in the caller's thread,
+    so in the same order on every rank). What the calls returned: a
+    request each, or None from a blocking call."""
+    with runtime.use(device, stream):
+        for (inputs, _, _), event in zip(chunks, copied):
+            for host, dev in inputs:
+                runtime.copy_async(host, dev, stream)
+            event.record(stream)
+    made = []
+    for (_, make, _), event in zip(chunks, copied):
+        event.synchronize()
+        made.append(make())
+    return made
+
+
 class BlockingNative:
     """A blocking native call on device arrays, made again and again on
     the same arrays (a replayed call), with the least device work: all
@@ -170,24 +229,30 @@ class BlockingNative:
     before the caller's next kernels (rules 1 and 3 hold by construction).
     Per run: one event record and one wait, plus staged two or three
     copies and a second record (the end event the mirrors are held
-    until); no event or pinned memory is allocated.
+    until); no event or pinned memory is allocated. A long message of an
+    element-wise collective goes in pipelined chunks
+    (:func:`staged_chunks`): every chunk's copy is enqueued, each chunk's
+    nonblocking call posted once its copy is done, and each chunk's result
+    copied back once its call is complete.
     """
 
     def __init__(self, target: DeviceTarget, collective: str, native, send,
                  recv) -> None:
         runtime, device, _, staged = target
         self._runtime, self._device = runtime, device
-        self._ready = runtime.new_event(device)
         self.end = None
         if not staged:
-            self._inputs, self._back = (), ()
-            self._call = native(False, send, recv)
+            self._chunks = [((), native(False, send, recv), None)]
+            self._copied = [runtime.new_event(device)]
             return
         mirrors = staging_mirrors(runtime, send, recv)
         self.mirrors = mirrors
-        self._inputs = staged_inputs(collective, send, recv, mirrors)
-        self._back = ((recv, mirrors[1]),) if recv.size else ()
-        self._call = native(False, *mirrors)
+        self._chunks = staged_chunks(collective, native, send, recv,
+                                     mirrors)
+        if len(self._chunks) == 1:  # one blocking call
+            inputs, _, back = self._chunks[0]
+            self._chunks = [(inputs, native(False, *mirrors), back)]
+        self._copied = [runtime.new_event(device) for _ in self._chunks]
         self.end = runtime.new_event(device)
 
     def run(self):
@@ -195,16 +260,14 @@ class BlockingNative:
         on the stream)."""
         runtime, device = self._runtime, self._device
         caller = runtime.current_stream(device)
+        chunks = self._chunks
+        made = post_chunks(runtime, device, caller, chunks, self._copied)
         with runtime.use(device, caller):
-            for host, dev in self._inputs:
-                runtime.copy_async(host, dev, caller)
-            self._ready.record(caller)
-        self._ready.synchronize()
-        self._call()
-        end = self.end
-        if end is not None:
-            with runtime.use(device, caller):
-                for dev, host in self._back:
-                    runtime.copy_async(dev, host, caller)
-                end.record(caller)
-        return end
+            for (_, _, back), request in zip(chunks, made):
+                if request is not None:
+                    request.Wait()
+                if back is not None:
+                    runtime.copy_async(*back, caller)
+            if self.end is not None:
+                self.end.record(caller)
+        return self.end

@@ -434,6 +434,52 @@ def test_messages_cut_into_pieces(runtime, comm, mode, monkeypatch,
     np.testing.assert_array_equal(_on_host([got])[0], want)
 
 
+@pytest.mark.parametrize("nonblocking", [False, True],
+                         ids=["blocking", "nonblocking"])
+@pytest.mark.parametrize("name", ["Allreduce", "Allreduce in place",
+                                  "Bcast", "Reduce", "Scan"])
+def test_native_calls_staged_in_pipelined_chunks(runtime, comm, mode,
+                                                 monkeypatch, name,
+                                                 nonblocking):
+    """An element-wise native call longer than a piece (64 bytes here)
+    goes staged as one call per piece, each posted once its own copy is
+    done: the same result as on the host, made again (replayed, kept
+    mirrors) and made anew."""
+    monkeypatch.setattr(mpicoll.device.steps, "PIECE_BYTES", 64)
+    n, op = 1001, MPI.SUM
+    prefix = "I" + name.split()[0].lower() if nonblocking \
+        else name.split()[0]
+
+    def call(make, k):
+        x = make(values(comm.rank, n, "float64") + k)
+        y = make(np.zeros(n))
+        args = {"Allreduce": (x, y, op), "Allreduce in place":
+                (MPI.IN_PLACE, x, op), "Bcast": (x, 0),
+                "Reduce": (x, y, op, 0), "Scan": (x, y, op)}[name]
+        method = getattr(comm, prefix[0] + prefix[1:])
+        return x, y, method, args
+
+    for k in range(2):
+        hx, hy, method, args = call(np.array, k)
+        request = method(*args, algorithm="native")
+        if nonblocking:
+            request.Wait()
+        want = hx if name in ("Bcast", "Allreduce in place") else hy
+        dx, dy, method, args = call(hostmodel.device_array, k)
+        for _ in range(2):  # the second time replayed
+            if name in ("Bcast", "Allreduce in place"):  # overwritten
+                hostmodel.NULL_STREAM.synchronize()
+                dx.view(np.ndarray)[...] = values(comm.rank, n,
+                                                  "float64") + k
+            request = method(*args, algorithm="native")
+            if nonblocking:
+                request.Wait()
+            got = dx if name in ("Bcast", "Allreduce in place") else dy
+            if name == "Reduce" and comm.rank != 0:
+                continue
+            np.testing.assert_array_equal(_on_host([got])[0], want)
+
+
 def test_split_communicators_have_their_own_streams(runtime, mode):
     world = MPI.COMM_WORLD
     half = mpicoll.Comm(world.Split(world.rank % 2, world.rank))
