@@ -241,6 +241,7 @@ class BlockingNative:
         runtime, device, _, staged = target
         self._runtime, self._device = runtime, device
         self.end = None
+        self._stream = None  # the caller's stream of the last run
         if not staged:
             self._chunks = [((), native(False, send, recv), None)]
             self._copied = [runtime.new_event(device)]
@@ -260,6 +261,13 @@ class BlockingNative:
         on the stream)."""
         runtime, device = self._runtime, self._device
         caller = runtime.current_stream(device)
+        if caller is not self._stream:
+            if self.end is not None and self._stream is not None:
+                # The last run's copies back from the mirrors, on the
+                # stream the caller had then, come before this run's
+                # writes to them.
+                caller.wait_event(self.end)
+            self._stream = caller
         chunks = self._chunks
         made = post_chunks(runtime, device, caller, chunks, self._copied)
         with runtime.use(device, caller):

@@ -43,8 +43,8 @@ class DeviceLaunch:
     StreamPool` until it completes); :meth:`again` is what a replay
     runs."""
 
-    __slots__ = ("_alg", "_blocking", "_busy", "_call", "_ctx", "_mirrors",
-                 "_stream", "_target", "_where")
+    __slots__ = ("_alg", "_blocking", "_busy", "_call", "_ctx", "_end",
+                 "_mirrors", "_stream", "_target", "_where")
 
     def __init__(self, ctx, call, alg, target: DeviceTarget,
                  where: dict) -> None:
@@ -57,6 +57,7 @@ class DeviceLaunch:
         self._busy = False  # a run of it is in flight (its mirrors in use)
         self._blocking = None  # BlockingNative, made at the first such run
         self._stream = None  # the stream the last nonblocking run borrowed
+        self._end = None  # the end event of the last run with the mirrors
 
     def again(self, async_op):
         """Run again (``call.stage`` first refreshes mpicoll's copy of the
@@ -72,6 +73,8 @@ class DeviceLaunch:
         return self.run(async_op)
 
     def run(self, async_op):
+        """Launch the call: None when blocking, else a
+        :class:`~mpicoll.engine.work.Work`."""
         call, target, ctx = self._call, self._target, self._ctx
         if not async_op and self._alg.native:
             blocking = self._blocking
@@ -87,7 +90,13 @@ class DeviceLaunch:
             return None
         if async_op:  # a stream of its own while in flight
             pool = ctx.streams(target.runtime, target.device)
-            stream = self._stream = pool.lend(self._stream)
+            stream = pool.lend(self._stream)
+            if stream is not self._stream and self._end is not None and \
+                    not self._busy:
+                # The last run's copies back from the mirrors this run
+                # reuses were on another stream: they come first.
+                stream.wait_event(self._end)
+            self._stream = stream
             target = target._replace(stream=stream)
         ready = caller_ready(target)
         plan = None
@@ -98,6 +107,8 @@ class DeviceLaunch:
                                               call.recv, ready, mirrors)
             if mirrors is None and not self._busy:
                 self._mirrors = held or None
+            if held is self._mirrors:
+                self._end = end
         else:
             plan = ctx.plan(self._alg, call.count, call.root, call.op,
                             call.send, call.recv, call.owners, target)

@@ -480,6 +480,42 @@ def test_native_calls_staged_in_pipelined_chunks(runtime, comm, mode,
             np.testing.assert_array_equal(_on_host([got])[0], want)
 
 
+def test_a_kept_call_on_another_stream_waits_for_its_last_copy_back(
+        runtime, comm, monkeypatch):
+    """A staged nonblocking native call made again reuses its pinned
+    mirrors; when the stream it had is lent to another call in flight,
+    the stream it gets first waits for its last run's end (the copy back
+    from those mirrors), and the result is still right."""
+    if comm.size == 1 or comm._settings.guard.check:
+        pytest.skip("needs a call in flight and replays (not check mode)")
+    monkeypatch.setenv("MPICOLL_CUDA_AWARE", "0")
+    waits = []
+    real = hostmodel.ModelStream.wait_event
+
+    def recorded(stream, event):
+        waits.append((stream, event))
+        real(stream, event)
+
+    monkeypatch.setattr(hostmodel.ModelStream, "wait_event", recorded)
+    x = hostmodel.device_array(values(comm.rank, N, "float64"))
+    y = hostmodel.device_array(np.zeros(N))
+    first = comm.Iallreduce(x, y, MPI.SUM, algorithm="native")
+    first.Wait()
+    stream, end = first._device
+    hostmodel.NULL_STREAM.enqueue(lambda: None, 0.2)  # keeps `other` going
+    other = comm.Iallreduce(MPI.IN_PLACE, hostmodel.device_array(np.ones(N)),
+                            algorithm="ring")
+    assert other._device[0].stream is stream.stream
+    waits.clear()
+    again = comm.Iallreduce(x, y, MPI.SUM, algorithm="native")
+    assert again._device[0].stream is not stream.stream
+    assert (again._device[0].stream, end) in waits
+    again.Wait()
+    other.Wait()
+    want = sum(values(q, N, "float64") for q in range(comm.size))
+    np.testing.assert_array_equal(_on_host([y])[0], want)
+
+
 def test_split_communicators_have_their_own_streams(runtime, mode):
     world = MPI.COMM_WORLD
     half = mpicoll.Comm(world.Split(world.rank % 2, world.rank))

@@ -177,3 +177,32 @@ def test_model_latencies_are_parsed(text, want):
 def test_bad_model_latencies_are_refused(text):
     with pytest.raises(ValueError, match="device model latencies"):
         hostmodel.Latencies.parse(text)
+
+
+def test_a_blocking_call_on_another_stream_waits_for_the_last_copy_back(
+        runtime):
+    """BlockingNative keeps its pinned mirrors. Made again under another
+    current stream, it first makes that stream wait for the last run's
+    end (its copy back from the mirrors, on the stream the caller had
+    then), before this run's copies and its MPI call write them."""
+    calls = []
+
+    def native(nonblocking, send, recv):
+        return lambda: calls.append((nonblocking, send, recv))
+
+    x = hostmodel.device_array([1.0, 2.0])
+    y = hostmodel.device_array([0.0, 0.0])
+    first, second = runtime.new_stream(0), runtime.new_stream(0)
+    target = devicecall.DeviceTarget(runtime, 0, None, True)
+    call = devicecall.BlockingNative(target, "allreduce", native, x, y)
+    with runtime.use(0, first):
+        end = call.run()
+    waits = []
+    real = second.wait_event
+    second.wait_event = lambda event: (waits.append(event), real(event))
+    with runtime.use(0, second):
+        call.run()
+    with runtime.use(0, second):
+        call.run()  # the same stream again: no wait
+    assert waits == [end]
+    assert len(calls) == 3 and calls[0][1] is calls[2][1]  # same mirrors
