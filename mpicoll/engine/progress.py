@@ -254,12 +254,17 @@ def submit(execution: Execution, lazy: bool = False,
 def wait_for(execution: Execution) -> None:
     """Block until the progress thread has finished ``execution`` (one
     it advances: ``execution.queued``), polling it without backing off
-    meanwhile; its error, if any, is left for ``execution.wait()``."""
+    meanwhile; its error, if any, is left for ``execution.wait()``.
+    Returns at once once the thread is stopped (at exit, before an
+    ``atexit`` handler of the program's may still wait): the caller then
+    finishes the execution itself."""
+    running = _running
+    if running is None:
+        return
     done = threading.Event()
     execution.waited = True
     execution.on_finished(done.set)
-    if _running is not None:
-        _running.hurry()
+    running.hurry()
     done.wait()
 
 
