@@ -36,7 +36,7 @@ def tool(name: str, *args: str) -> list[str]:
     return run.stdout.splitlines()
 
 
-version = MPI.Get_library_version()
+version = MPI.Get_library_version().replace("\0", "")  # Open MPI's ends in one
 print(version.splitlines()[0].strip())
 print("its query says CUDA-aware:", library_says_cuda_aware())
 if "Open MPI" in version:

@@ -228,7 +228,7 @@ class ModelEvent:
     """Complete once its latest record is (or never recorded, as CUDA's
     are)."""
 
-    def __init__(self, **_flags) -> None:  # CuPy's Event(disable_timing=)
+    def __init__(self) -> None:
         self._mark: _Mark | None = None
 
     @_timed

@@ -247,7 +247,6 @@ class BlockingNative:
             self._copied = [runtime.new_event(device)]
             return
         mirrors = staging_mirrors(runtime, send, recv)
-        self.mirrors = mirrors
         self._chunks = staged_chunks(collective, native, send, recv,
                                      mirrors)
         if len(self._chunks) == 1:  # one blocking call

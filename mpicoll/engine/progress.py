@@ -37,9 +37,7 @@ rounds wait on device work, not on the caller), and when every execution
 in flight stands at a fence (device work not yet complete), the thread
 waits on the oldest one's event (a CUDA event synchronize, which releases
 the GIL) instead of polling: it sees the device work done when it is,
-and holds no GIL meanwhile (polling every 20 us held it so much that the
-caller's own thread, doing the other buckets' rounds, ran several times
-slower in ``bench/overlap.py --device model``). It
+and leaves the GIL to the caller's thread meanwhile. It
 takes the GIL to run: NumPy and MPI calls release it, and while the
 caller runs pure Python the interpreter hands it over at its switch
 interval (see below), so rounds advance at that pace then.
@@ -191,7 +189,6 @@ class ProgressThread:
                     self._cond.wait(sleep)
                     continue
             fence.synchronize()  # the GIL released, as the device works
-            fence = None
             pause = MIN_PAUSE
 
 

@@ -145,9 +145,8 @@ class Work:
             if execution is not None and self._device is not None and \
                     execution.queued:
                 # The progress thread posts its rounds as their device
-                # work completes: wait for it to finish (not competing
-                # with it for the GIL and MPI, which slowed every bucket
-                # of bench/overlap.py --device model several times over).
+                # work completes: wait for it to finish them rather than
+                # compete with it for the GIL and the MPI library.
                 progress.wait_for(execution)
                 execution.wait()  # raises its error, if any
             elif execution is not None:
