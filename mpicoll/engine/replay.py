@@ -28,10 +28,13 @@ Where the engine records calls (:mod:`mpicoll.guard.recorder`), a kept
 run is wrapped once in the recorder's stamping closure, so that a replay
 is numbered and stamped as a full call is (about 0.15 us more).
 
-Cost of a hit (``bench/wrap_cost.py forms``, the "same" column): about
-ten comparisons, some 0.3-0.6 us over mpi4py's own call, and where the
-call is not the one last kept or replayed, a tuple of two ids and a dict
-lookup first; a spec adds a check of its items.
+Cost of a hit: the call last kept or replayed is compared first, in one
+expression of identity comparisons (its name and algorithm too: literals;
+elsewhere they are compared by value); any other, after a tuple of two
+ids and a dict lookup; a spec adds a check of its items. What a replayed
+call adds to mpi4py's own, with the recorder's stamps and the face's
+method call, is ``bench/wrap_cost.py forms``'s "same" column
+(docs/performance.md).
 """
 
 from __future__ import annotations
@@ -86,33 +89,32 @@ class Replays(Likeness):
         skip mpi4py's inference of the datatype
         (:meth:`mpicoll.engine.engine.Engine.prepared`).
         """
-        e = self._hot
-        if e[2] is not buf or e[3] is not a:
-            e = self._replays.get((id(buf), id(a)))
-        if e is not None:
-            kept, alg, buf0, a0, b0, c0, first, dtype1, second, dtype2, \
-                items, rest, _, run = e
+        buf0, a0, b0, c0, kept, alg, first, dtype1, second, dtype2, \
+            items, rest, _, run = self._hot
+        # the call last kept or replayed, again? (its name and algorithm
+        # compared by identity: literals; by value in the table below)
+        if buf0 is buf and a0 is a and b0 is b and c0 is c and \
+                kept is name and alg is algorithm and \
+                first.dtype is dtype1 and second.dtype is dtype2:
             try:
-                same = buf0 is buf and a0 is a and b0 is b and c0 is c and \
-                    kept == name and alg == algorithm and \
-                    first.dtype is dtype1 and second.dtype is dtype2 and \
-                    (items is None or (buf and buf[0] is items[0]
-                                       and buf == items)) and \
+                same = (items is None or (buf and buf[0] is items[0]
+                                          and buf == items)) and \
                     (rest is None or rest.hold(buf, a, b, c))
             except Exception:  # an item that will not compare
                 same = False
             if same:
-                self._hot = e
                 try:
                     run()
                 except Declined:  # another rank's counts changed
                     return False
                 return True
-        if e is not None or type(buf) in _SPEC or type(a) in _SPEC:
-            run = self._found(self._replays, name, algorithm, buf, a, b, c)
-            if run is not None:
+        if (buf0 is buf and a0 is a) or type(buf) in _SPEC or \
+                type(a) in _SPEC or (id(buf), id(a)) in self._replays:
+            e = self._found(self._replays, name, algorithm, buf, a, b, c)
+            if e is not None:
+                self._hot = e
                 try:
-                    run()
+                    e[-1]()
                 except Declined:
                     return False
                 return True
@@ -125,14 +127,15 @@ class Replays(Likeness):
         :class:`~mpicoll.engine.work.Work`; None if it must take the full
         path (also while a hand-built one's previous launch on these
         buffers is still in flight)."""
-        start = self._found(self._restarts, name, algorithm, buf, a, b, c)
-        return None if start is None else start()
+        e = self._found(self._restarts, name, algorithm, buf, a, b, c)
+        return None if e is None else e[-1]()
 
     def _found(self, table: dict, name, algorithm, buf, a, b, c):
-        """The kept run of this call in ``table``, or None: at the ids of
-        ``buf`` and ``a`` (where :meth:`replayed` looked first), at those
-        of their items where they are message specs (a new list of the
-        same items), or beside another call's entry at either."""
+        """The entry of this call in ``table`` (its last item: the kept
+        run), or None: at the ids of ``buf`` and ``a`` (where
+        :meth:`replayed` looked first), at those of their items where they
+        are message specs (a new list of the same items), or beside
+        another call's entry at either."""
         key = (id(buf), id(a))
         if type(buf) in _SPEC or type(a) in _SPEC:
             items = _items_key(buf, a)
@@ -144,13 +147,13 @@ class Replays(Likeness):
             e = table.get(at)
             if e is None:
                 continue
-            kept, alg, buf0, a0, b0, c0, first, dtype1, second, dtype2, \
-                _, _, specs, run = e
+            buf0, a0, b0, c0, kept, alg, first, dtype1, second, dtype2, \
+                _, _, specs, _ = e
             if kept == name and alg == algorithm and \
                     first.dtype is dtype1 and second.dtype is dtype2 and (
                         buf0 is buf and a0 is a and b0 is b and c0 is c
                         if specs is None else specs.match(buf, a, b, c)):
-                return run
+                return e
         return None
 
     def _remember(self, table: dict, memo, run, agreement=None) -> None:
@@ -190,14 +193,14 @@ class Replays(Likeness):
                 specs.specs[0][1].dtype is None:  # checked inline
             items = specs.specs[0][1].copy
             rest = _Specs((), specs.specs[1:]) if specs.specs[1:] else None
-        entry = (name, algorithm, buf, a, b, c, first, first.dtype, second,
+        entry = (buf, a, b, c, name, algorithm, first, first.dtype, second,
                  second.dtype, items, rest, specs, run)
         places = [(id(buf), id(a))]
         if specs is not None and (type(buf) in _SPEC or type(a) in _SPEC):
             places.append(_items_key(buf, a))
         for key in places:
             held = table.get(key)
-            if held is not None and (held[0] != name or held[1] != algorithm):
+            if held is not None and (held[4] != name or held[5] != algorithm):
                 key = (key, name, algorithm)  # another call's: beside it
             if len(table) >= REPLAYS and key not in table:
                 del table[next(iter(table))]  # the oldest
@@ -349,7 +352,8 @@ class _NoArray:
 
 
 _NO_ARRAY = _NoArray()
-_NO_ENTRY = (None,) * 2 + (object(),) * 2 + (None,) * 10  # matches nothing
+_NO_ENTRY = (object(),) * 6 + (_NO_ARRAY, None) * 2 + (None,) * 4
+# (matches nothing)
 
 
 def _never_replayed(name, algorithm, buf, a=None, b=None, c=None):

@@ -369,8 +369,8 @@ def test_calls_of_two_algorithms_on_the_same_arrays_keep_an_entry_each(comm):
             comm.Allreduce(x, y, MPI.SUM, algorithm=algorithm)
             assert np.all(y == comm.size)
         comm.Reduce(x, y, MPI.SUM, 0, algorithm="native")
-    kept = {(e[0], e[1]) for e in comm._engine._replays.values()
-            if e[2] is y and e[3] is x}
+    kept = {(e[4], e[5]) for e in comm._engine._replays.values()
+            if e[0] is y and e[1] is x}
     assert kept == {("Allreduce", "ring"), ("Allreduce", "recursive_doubling"),
                     ("Allreduce", "native"), ("Reduce", "native")}
 
@@ -416,8 +416,8 @@ def test_pairs_of_arrays_used_in_turn_are_kept(comm, algorithm):
             x[...] = ids(r, 6, k)
             comm.Allreduce(x, y, MPI.SUM, algorithm=algorithm)
             assert np.array_equal(y, world.allreduce(ids(r, 6, k)))
-    kept = [(e[2], e[3]) for e in comm._engine._replays.values()
-            if e[0] == "Allreduce" and e[1] == algorithm]
+    kept = [(e[0], e[1]) for e in comm._engine._replays.values()
+            if e[4] == "Allreduce" and e[5] == algorithm]
     if algorithm != "native":
         for x, y in pairs:
             assert any(a is y and b is x for a, b in kept), "a pair not kept"
