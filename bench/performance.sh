@@ -30,6 +30,9 @@
 #                             ring (and its timeline, overlap-n2-ring.png),
 #                             ring with bucket views, ring without the
 #                             progress thread
+#   ddp-step-n2(-batch4, -sync)  bench/ddp_step.py: a DDP step on the
+#                             mpicoll backend, on gloo, with mpicoll's hook
+#                             (with torch only)
 # All at 2 ranks: the development machines have 2 cores. Each run
 # interleaves its contenders; compare numbers within one table.
 # The GPU runs are bench/gpu_check.sh's.
@@ -118,3 +121,10 @@ record overlap-n2-ring-views on2 bench/overlap.py --algorithm ring \
     --offload-ms 5 --bucket-views
 MPICOLL_PROGRESS_THREAD=0 record overlap-n2-ring-nothread on2 \
     bench/overlap.py --algorithm ring --offload-ms 5
+if "$py" -c 'import torch' 2> /dev/null; then
+    ddp=("$mpiexec" -n 2 "$py" bench/ddp_step.py --threads 1 --rounds 5
+         --steps 4)
+    record ddp-step-n2 "${ddp[@]}" --batch 32
+    record ddp-step-n2-batch4 "${ddp[@]}" --batch 4
+    record ddp-step-n2-sync "${ddp[@]}" --batch 32 --sync
+fi

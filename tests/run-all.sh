@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/venv.sh
 . scripts/venv.sh
 
-"$venv/bin/ruff" check mpicoll tests bench
+"$venv/bin/ruff" check mpicoll tests bench examples
 # The layers of docs/architecture.md (setup.cfg's [importlinter] contracts).
 "$venv/bin/lint-imports" --no-cache
 "$venv/bin/shellcheck" -x tests/run-all.sh scripts/*.sh bench/*.sh \
