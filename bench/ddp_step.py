@@ -10,21 +10,25 @@ gloo is the default group (on 127.0.0.1); the mpicoll backend's group is
 contender runs in one job, in turn: ``--rounds`` rounds, each running
 ``--steps`` timed steps (after one untimed) of each contender. Contenders:
 
-- ``mpicoll backend``: DDP on the mpicoll group, no hook;
+- ``mpicoll backend``: DDP on the mpicoll group, no hook (its allreduces
+  run on the group's thread, overlapping the backward pass);
 - ``gloo``: DDP on gloo, no hook (its allreduces overlap the backward
   pass on gloo's own thread, so its communication is not timed);
 - ``gloo, blocking hook``: gloo's ``all_reduce`` of each bucket, waited
-  for inside the hook (what the mpicoll backend and hook do);
-- ``gloo + mpicoll hook``: DDP on gloo with ``mpicoll.torch.allreduce_hook``;
+  for inside the hook (no overlap);
+- ``gloo + mpicoll hook``: DDP on gloo with ``mpicoll.torch.allreduce_hook``
+  (overlapping, as the backend's);
 - ``mpicoll all_reduce`` and ``gloo all_reduce``: the same buckets (their
   sizes as DDP made them) all-reduced alone, blocking, by
   ``mpicoll.ProcessGroup.all_reduce`` and by ``dist.all_reduce``.
 
 Prints, per contender, the median over rounds of a step's time and of the
-communication time in it (the backend's allreduce calls, or the hook's
-time: with the wait for the other ranks to reach the call, unless
-``--sync``), the slowest rank's, and the bus bandwidth of the buckets'
-bytes in that communication time (an allreduce's bus factor 2(p-1)/p).
+communication time in it (the time in ``mpicoll.ProcessGroup.all_reduce``
+calls, on the group's thread for the backend and the mpicoll hook, where
+it overlaps the step's computation; the blocking hook's own time; with
+the wait for the other ranks to reach the call, unless ``--sync``), the
+slowest rank's, and the bus bandwidth of the buckets' bytes in that
+communication time (an allreduce's bus factor 2(p-1)/p).
 """
 
 import argparse
@@ -70,7 +74,8 @@ class Clock:
 
 class TimedGroup:
     """A :class:`mpicoll.ProcessGroup` whose ``all_reduce`` calls are
-    timed by ``clock`` (the mpicoll backend's calls go through it)."""
+    timed by ``clock`` (the mpicoll backend's and hook's calls go through
+    it)."""
 
     def __init__(self, pg, clock: Clock) -> None:
         self._pg, self._clock = pg, clock
@@ -112,11 +117,12 @@ def model() -> torch.nn.Sequential:
 class Contender:
     """One DDP model and the way its communication is timed."""
 
-    def __init__(self, name, group=None, hook=None, clock=None) -> None:
+    def __init__(self, name, group=None, hook=None, clock=None,
+                 state=None) -> None:
         self.name, self.clock = name, clock
         self.ddp = DistributedDataParallel(model(), process_group=group)
-        if hook is not None:
-            self.ddp.register_comm_hook(clock, hook)
+        if hook is not None:  # its state: ``state``, else the clock
+            self.ddp.register_comm_hook(state or clock, hook)
         self.optimizer = torch.optim.SGD(self.ddp.parameters(), lr=1e-3)
         self.steps, self.comms = [], []
 
@@ -188,8 +194,8 @@ def main() -> None:
         Contender("gloo"),
         Contender("gloo, blocking hook", hook=timed_hook(gloo_blocking_hook),
                   clock=gloo_clock),
-        Contender("gloo + mpicoll hook",
-                  hook=timed_hook(mpicoll.torch.allreduce_hook),
+        Contender("gloo + mpicoll hook", hook=mpicoll.torch.allreduce_hook,
+                  state=TimedGroup(mpicoll.ProcessGroup(WORLD), hook_clock),
                   clock=hook_clock),
     ]
     g = torch.Generator().manual_seed(WORLD.rank)

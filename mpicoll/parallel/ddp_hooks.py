@@ -7,12 +7,13 @@ for a model whose process group stays gloo's or NCCL's (needs PyTorch).
 ``state`` is the :class:`mpicoll.ProcessGroup` to reduce over (None: one
 on ``MPI.COMM_WORLD``, made on first use); its ranks must be the DDP
 group's, in the same order. Each hook averages as torch's own hooks do
-(divide by the group's size, then sum) and returns a completed
-``torch.futures.Future`` holding the bucket: the allreduce is done when the
-hook returns, so it does not overlap the rest of the backward pass. DDP
-reads a hook's return annotation: it must be
-``torch.futures.Future[torch.Tensor]`` itself, not a string (so no
-``from __future__ import annotations`` here).
+(divide by the group's size, then sum) and returns the future of its
+call, run in the background on a thread of the group's own
+(:class:`~mpicoll.parallel.torch_worker.Worker`, as the ``"mpicoll"``
+backend's calls are), so that it overlaps the rest of the backward pass;
+the future holds the bucket. DDP reads a hook's return annotation: it
+must be ``torch.futures.Future[torch.Tensor]`` itself, not a string (so
+no ``from __future__ import annotations`` here).
 """
 
 import functools
@@ -22,6 +23,7 @@ import torch
 from mpi4py import MPI
 
 from mpicoll.api.process_group import ProcessGroup
+from mpicoll.parallel.torch_worker import Worker
 
 
 @functools.cache
@@ -29,10 +31,15 @@ def _world() -> ProcessGroup:
     return ProcessGroup(MPI.COMM_WORLD)
 
 
-def _done(tensor) -> torch.futures.Future[torch.Tensor]:
-    future = torch.futures.Future()
-    future.set_result(tensor)
-    return future
+_WORKERS: dict = {}  # id(ProcessGroup) -> (it, its Worker)
+
+
+def _worker(pg: ProcessGroup) -> Worker:
+    """The thread ``pg``'s bucket calls run on, made on first use."""
+    held = _WORKERS.get(id(pg))
+    if held is None or held[0] is not pg:
+        held = _WORKERS[id(pg)] = (pg, Worker())
+    return held[1]
 
 
 def allreduce_hook(state: Optional[ProcessGroup],
@@ -42,9 +49,11 @@ def allreduce_hook(state: Optional[ProcessGroup],
     memory is the message)."""
     pg = state or _world()
     buffer = bucket.buffer()
-    buffer.div_(pg.size())
-    pg.all_reduce(buffer)
-    return _done(buffer)
+
+    def call():
+        buffer.div_(pg.size())
+        pg.all_reduce(buffer)
+    return _worker(pg).run(call, buffer, [buffer]).get_future()
 
 
 def fp16_compress_hook(state: Optional[ProcessGroup],
@@ -54,7 +63,9 @@ def fp16_compress_hook(state: Optional[ProcessGroup],
     and cast back into the bucket (a second copy)."""
     pg = state or _world()
     buffer = bucket.buffer()
-    compressed = buffer.to(torch.float16).div_(pg.size())
-    pg.all_reduce(compressed)
-    buffer.copy_(compressed)
-    return _done(buffer)
+
+    def call():
+        compressed = buffer.to(torch.float16).div_(pg.size())
+        pg.all_reduce(compressed)
+        buffer.copy_(compressed)
+    return _worker(pg).run(call, buffer, [buffer]).get_future()

@@ -22,12 +22,14 @@ overrides, check mode, deadlines and the flight recorder apply to every
 call, and the tensors are used in place (DLPack views, no copy) where
 :class:`mpicoll.ProcessGroup` does so.
 
-Every collective is complete when its call returns: the returned Work and
-its future are already complete, so ``async_op=True`` and DDP's buckets
-overlap nothing with the caller's computation. ``send`` and ``recv`` are
-nonblocking (a :class:`Pending` Work, complete at ``wait``), as torch's
-are. Calls torch makes on tensor lists of several tensors per rank (the
-``*_coalesced`` ones) make one call per tensor.
+The collectives run in the background on the group's thread, in call
+order (:mod:`mpicoll.parallel.torch_worker`), so that ``async_op=True``
+calls and DDP's bucket allreduces overlap the caller's work; a small one
+made while the group has nothing queued runs in the caller's thread.
+``send`` and ``recv`` are nonblocking (a :class:`Pending` Work, complete
+at ``wait``), as torch's are. Calls torch makes on tensor lists of
+several tensors per rank (the ``*_coalesced`` ones) make one call per
+tensor.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from torch.distributed.rendezvous import register_rendezvous_handler
 
 from mpicoll.api.process_group import ProcessGroup, ReduceOp
 from mpicoll.errors import InvalidArgumentError, InvalidArgumentTypeError
+from mpicoll.parallel.torch_worker import Worker
 
 NAME = "mpicoll"
 WORLD = MPI.COMM_WORLD
@@ -47,26 +50,6 @@ OPS = {RedOpType.SUM: ReduceOp.SUM, RedOpType.PRODUCT: ReduceOp.PRODUCT,
        RedOpType.MIN: ReduceOp.MIN, RedOpType.MAX: ReduceOp.MAX,
        RedOpType.BAND: ReduceOp.BAND, RedOpType.BOR: ReduceOp.BOR,
        RedOpType.BXOR: ReduceOp.BXOR}
-
-
-class Done(dist._Work):
-    """The Work of a call that completed before it returned: ``wait``
-    returns at once, the future holds ``result`` (the output tensors, as
-    torch's backends' futures do)."""
-
-    def __init__(self, result) -> None:
-        super().__init__()
-        self._future = torch.futures.Future()
-        self._future.set_result(result)
-
-    def wait(self, timeout=None) -> bool:
-        return True
-
-    def is_completed(self) -> bool:
-        return True
-
-    def get_future(self) -> torch.futures.Future:
-        return self._future
 
 
 class Pending(dist._Work):
@@ -104,11 +87,13 @@ class MpicollBackend(dist.ProcessGroup):
     """torch.distributed's backend calls (the methods C++ and
     ``torch.distributed``'s functions call on a group, with torch's option
     objects) on ``pg``, a :class:`mpicoll.ProcessGroup`. Each returns a
-    :class:`Done` (collectives) or :class:`Pending` (``send``, ``recv``)."""
+    Work: the :class:`~mpicoll.parallel.torch_worker.Worker`'s (the
+    collectives) or a :class:`Pending` (``send``, ``recv``)."""
 
     def __init__(self, pg: ProcessGroup) -> None:
         super().__init__(pg.rank(), pg.size())
         self.pg = pg
+        self.worker = Worker()  # where the collectives run, in order
 
     def getBackendName(self) -> str:
         return NAME
@@ -126,6 +111,7 @@ class MpicollBackend(dist.ProcessGroup):
         """Free the group's communicator and mpicoll's duplicate of it
         (``destroy_process_group`` calls it on every rank of the group, so
         the collective ``MPI_Comm_free`` matches)."""
+        self.worker.stop()
         if self.pg.comm != MPI.COMM_NULL:
             self.pg.comm.Free()
 
@@ -163,10 +149,12 @@ class MpicollBackend(dist.ProcessGroup):
         """One in-place allreduce per tensor."""
         opts = opts or dist.AllreduceOptions()
         op = self._op(opts, "allreduce", tensors)
-        for t in tensors:
-            self.pg.all_reduce(t.detach(), op)
-        self._average(opts, tensors)
-        return Done(tensors)
+
+        def call():
+            for t in tensors:
+                self.pg.all_reduce(t.detach(), op)
+            self._average(opts, tensors)
+        return self.worker.run(call, tensors, tensors)
 
     def allreduce_coalesced(self, tensors, opts=None):
         """As :meth:`allreduce` (one call per tensor)."""
@@ -174,93 +162,107 @@ class MpicollBackend(dist.ProcessGroup):
 
     def reduce(self, tensors, opts):
         op = self._op(opts, "reduce", tensors)
-        for t in tensors:
-            self.pg.reduce(t.detach(), opts.rootRank, op)
-        if self.pg.rank() == opts.rootRank:
-            self._average(opts, tensors)
-        return Done(tensors)
+
+        def call():
+            for t in tensors:
+                self.pg.reduce(t.detach(), opts.rootRank, op)
+            if self.pg.rank() == opts.rootRank:
+                self._average(opts, tensors)
+        return self.worker.run(call, tensors, tensors)
 
     def reduce_scatter(self, outputs, input_lists, opts):
         """``reduce_scatter``: inputs staged through one flat buffer (one
         copy in, :meth:`mpicoll.ProcessGroup.reduce_scatter`)."""
         op = self._op(opts, "reduce_scatter", outputs)
-        for out, ins in zip(outputs, input_lists):
-            self.pg.reduce_scatter(out.detach(), [t.detach() for t in ins],
-                                   op)
-        self._average(opts, outputs)
-        return Done(outputs)
+
+        def call():
+            for out, ins in zip(outputs, input_lists):
+                self.pg.reduce_scatter(out.detach(),
+                                       [t.detach() for t in ins], op)
+            self._average(opts, outputs)
+        return self.worker.run(call, outputs, input_lists)
 
     def reduce_scatter_single(self, output, input, opts):
         """``reduce_scatter_tensor`` in place in ``output``, no copy."""
-        op = self._op(opts, "reduce_scatter", [output])
-        self.pg.reduce_scatter_tensor(output.detach(), input.detach(), op)
-        self._average(opts, [output])
-        return Done([output])
+        return self.reduce_scatter_single_coalesced([output], [input], opts)
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts):
-        for out, x in zip(outputs, inputs):
-            self.reduce_scatter_single(out, x, opts)
-        return Done(outputs)
+        """One ``reduce_scatter_tensor`` per pair, no copy."""
+        op = self._op(opts, "reduce_scatter", outputs)
+
+        def call():
+            for out, x in zip(outputs, inputs):
+                self.pg.reduce_scatter_tensor(out.detach(), x.detach(), op)
+            self._average(opts, outputs)
+        return self.worker.run(call, outputs, inputs)
 
     # ------------------------------------------------------------ movement
 
     def broadcast(self, tensors, opts):
-        for t in tensors:
-            self.pg.broadcast(t.detach(), opts.rootRank)
-        return Done(tensors)
+        def call():
+            for t in tensors:
+                self.pg.broadcast(t.detach(), opts.rootRank)
+        return self.worker.run(call, tensors, tensors)
 
     def allgather(self, output_lists, inputs, opts=None):
         """``all_gather``: staged through one flat buffer (one copy out)."""
-        for outs, x in zip(output_lists, inputs):
-            self.pg.all_gather([t.detach() for t in outs], x.detach())
-        return Done(output_lists)
+        def call():
+            for outs, x in zip(output_lists, inputs):
+                self.pg.all_gather([t.detach() for t in outs], x.detach())
+        return self.worker.run(call, output_lists, output_lists)
 
     allgather_coalesced = allgather
 
     def all_gather_single(self, output, input, opts=None):
         """``all_gather_into_tensor`` straight into ``output``, no copy."""
-        self.pg.all_gather_into_tensor(output.detach(), input.detach())
-        return Done([output])
+        return self.all_gather_single_coalesced([output], [input], opts)
 
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
-        for out, x in zip(outputs, inputs):
-            self.all_gather_single(out, x, opts)
-        return Done(outputs)
+        """One ``all_gather_into_tensor`` per pair, no copy."""
+        def call():
+            for out, x in zip(outputs, inputs):
+                self.pg.all_gather_into_tensor(out.detach(), x.detach())
+        return self.worker.run(call, outputs, outputs)
 
     def gather(self, output_lists, inputs, opts):
         """``gather``: staged at the root (one copy out)."""
         here = self.pg.rank() == opts.rootRank
-        self.pg.gather(inputs[0].detach(),
-                       [t.detach() for t in output_lists[0]] if here
-                       else None, opts.rootRank)
-        return Done(output_lists)
+
+        def call():
+            self.pg.gather(inputs[0].detach(),
+                           [t.detach() for t in output_lists[0]] if here
+                           else None, opts.rootRank)
+        return self.worker.run(call, output_lists, inputs)
 
     def scatter(self, outputs, input_lists, opts):
         """``scatter``: staged at the root (one copy in)."""
         here = self.pg.rank() == opts.rootRank
-        self.pg.scatter(outputs[0].detach(),
-                        [t.detach() for t in input_lists[0]] if here
-                        else None, opts.rootRank)
-        return Done(outputs)
+
+        def call():
+            self.pg.scatter(outputs[0].detach(),
+                            [t.detach() for t in input_lists[0]] if here
+                            else None, opts.rootRank)
+        return self.worker.run(call, outputs, outputs)
 
     def all_to_all_single(self, output, input, output_split_sizes,
                           input_split_sizes, opts=None):
         """``all_to_all_single``: equal blocks, or rows by the split sizes
         (an alltoallv, its counts agreed across ranks); no copy."""
-        self.pg.all_to_all_single(output.detach(), input.detach(),
-                                  output_split_sizes or None,
-                                  input_split_sizes or None)
-        return Done([output])
+        def call():
+            self.pg.all_to_all_single(output.detach(), input.detach(),
+                                      output_split_sizes or None,
+                                      input_split_sizes or None)
+        return self.worker.run(call, [output], [input])
 
     def alltoall(self, outputs, inputs, opts=None):
         """``all_to_all`` on lists: staged (one copy in, one out)."""
-        self.pg.all_to_all([t.detach() for t in outputs],
-                           [t.detach() for t in inputs])
-        return Done(outputs)
+        def call():
+            self.pg.all_to_all([t.detach() for t in outputs],
+                               [t.detach() for t in inputs])
+        return self.worker.run(call, outputs, inputs)
 
     def barrier(self, opts=None):
-        self.pg.barrier()
-        return Done([])
+        return self.worker.run(self.pg.barrier, [], [])
 
     # ------------------------------------------------------ point to point
 

@@ -10,7 +10,8 @@ the same torch.distributed calls on the default group (all_reduce,
 broadcast, reduce, all_gather, all_gather_into_tensor, reduce_scatter
 and reduce_scatter_tensor, all_to_all and all_to_all_single with splits,
 gather, scatter, barrier, send/recv,
-batch_isend_irecv, new_group, a 2-D DeviceMesh, bad arguments) and
+batch_isend_irecv, new_group, a 2-D DeviceMesh, an all_reduce left in
+flight, bad arguments) and
 trainings of ``examples/ddp.py``'s MLP (DDP with no hook, with mpicoll's hooks, with
 torch's fp16 hook; FSDP's ``fully_shard``), on float64 data whose sums
 are exact. The tests compare the two phases' results: equal tensors
@@ -220,6 +221,23 @@ def bad_arguments(r, n):
     return out
 
 
+def overlap(r, n):
+    """A large ``async_op=True`` all_reduce returns before it is complete:
+    rank 1 makes its own only once rank 0 has looked (a message on
+    COMM_WORLD), so a backend that completed the call inside it would
+    never get that far (the module's timeout ends the test)."""
+    t = torch.ones(1 << 16) * (r + 1)  # 256 KiB: run on the group's thread
+    note = [bytearray(1), MPI.BYTE]
+    if r == 1:
+        WORLD.Recv(note, source=0, tag=42)
+    work = dist.all_reduce(t, async_op=True)
+    looked = work.is_completed()
+    if r == 0:
+        WORLD.Send(note, dest=1, tag=42)
+    work.wait()
+    return [t, looked if r == 0 else None, work.is_completed()]
+
+
 def ddp_trainings(r, n):
     """Parameters after :data:`STEPS` steps of the example's MLP under DDP:
     no hook, mpicoll's allreduce hook, and at 2 ranks torch's and mpicoll's
@@ -261,7 +279,7 @@ def fsdp_training(r, n):
 # bad_arguments last: a group that refused a call is left to be destroyed
 SCENARIOS = [all_reduce, broadcast, reduce, all_gather, reduce_scatter,
              all_to_all, gather_scatter, barrier, point_to_point, sub_groups,
-             ddp_trainings, fsdp_training, bad_arguments]
+             overlap, ddp_trainings, fsdp_training, bad_arguments]
 
 
 # ---------------------------------------------------------------- phases
@@ -379,3 +397,25 @@ def test_ddp_hooks_match_gloo_without_hook(results):
     assert not same(ddp["none"], ddp["allreduce"])
     if WORLD.size == 2:
         assert not same(ddp["torch-fp16"], ddp["fp16"])
+
+
+def test_check_mode_refuses_a_mismatch_on_every_rank(results):
+    """Under check mode (``MPICOLL_CHECK=1``: the suite's 3 ranks), an
+    all_reduce whose size differs between ranks raises on every rank
+    instead of hanging: in the caller's thread for a small call, at
+    ``wait`` for one run on the group's thread; the group goes on."""
+    if not mpicoll.Comm(WORLD)._settings.guard.check:
+        pytest.skip("check mode is off (MPICOLL_CHECK=1 turns it on)")
+    example().init("mpicoll", TIMEOUT)
+    try:
+        r = WORLD.rank
+        with pytest.raises(mpicoll.CollectiveCheckError):
+            dist.all_reduce(torch.ones(2 + r))
+        work = dist.all_reduce(torch.ones((1 << 15) + r), async_op=True)
+        with pytest.raises(mpicoll.CollectiveCheckError):
+            work.wait()
+        t = torch.ones(3)
+        dist.all_reduce(t)
+        assert torch.equal(t, torch.full((3,), float(WORLD.size)))
+    finally:
+        dist.destroy_process_group()
