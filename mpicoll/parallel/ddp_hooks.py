@@ -17,6 +17,7 @@ no ``from __future__ import annotations`` here).
 """
 
 import functools
+import weakref
 from typing import Optional
 
 import torch
@@ -31,15 +32,17 @@ def _world() -> ProcessGroup:
     return ProcessGroup(MPI.COMM_WORLD)
 
 
-_WORKERS: dict = {}  # id(ProcessGroup) -> (it, its Worker)
+_WORKERS = weakref.WeakKeyDictionary()  # ProcessGroup -> its Worker
 
 
 def _worker(pg: ProcessGroup) -> Worker:
-    """The thread ``pg``'s bucket calls run on, made on first use."""
-    held = _WORKERS.get(id(pg))
-    if held is None or held[0] is not pg:
-        held = _WORKERS[id(pg)] = (pg, Worker())
-    return held[1]
+    """The thread ``pg``'s bucket calls run on, made on first use and
+    stopped once ``pg`` is gone."""
+    worker = _WORKERS.get(pg)
+    if worker is None:
+        worker = _WORKERS[pg] = Worker()
+        weakref.finalize(pg, worker.stop)
+    return worker
 
 
 def allreduce_hook(state: Optional[ProcessGroup],

@@ -54,7 +54,14 @@ class Queued(dist._Work):
         return self._future.done()
 
     def is_success(self) -> bool:
-        return self._future.done()
+        """Complete, and without raising."""
+        if not self._future.done():
+            return False
+        try:
+            self._future.value()
+        except Exception:  # the call's error, raised again by wait()
+            return False
+        return True
 
     def get_future(self) -> torch.futures.Future:
         return self._future
