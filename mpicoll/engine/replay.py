@@ -4,15 +4,16 @@ being parsed, checked and chosen again.
 A face's blocking method first offers its *memo* ``(name, algorithm, buf,
 a, b, c)`` (the face method's name and ``algorithm=``, the one buffer
 every such call has, and up to three more arguments: buffers, op, root)
-to :meth:`Replays.replayed`; its nonblocking method to
-:meth:`Replays.restarted`. On a miss the call takes the full path, and
-the engine keeps its run (:meth:`Replays._remember`): for a blocking call
-the whole call, for a nonblocking one its launch. Entries hold the
-objects, so their ids cannot be reused while an entry lives; at most
-:data:`REPLAYS` per kind are kept, the oldest dropped when full; the
-entry last kept or replayed is tried before the table. An engine under
-the polled deadline replays nothing; in check mode a replay makes check
-mode's exchange first (``check_first``).
+to ``Replays.replayed``, the engine's gate (:mod:`mpicoll.engine.gate`);
+its nonblocking method to :meth:`Replays.restarted`. On a miss the call
+takes the full path, and the engine keeps its run
+(:meth:`Replays._remember`): for a blocking call the whole call, for a
+nonblocking one its launch. Entries hold the objects, so their ids
+cannot be reused while an entry lives; at most :data:`REPLAYS` per kind
+are kept, the oldest dropped when full; the entry last kept or replayed
+is tried before the table. An engine under the polled deadline replays
+nothing; in check mode a replay makes check mode's exchange first
+(``check_first``).
 
 A message spec (a list or tuple: ``[buf, count, TYPE]``) is kept by what
 it holds (:class:`_Frozen`: the same buffer, equal counts and datatypes),
@@ -25,13 +26,14 @@ A blocking call on *new* objects alike to a kept call's runs by its
 likeness instead (:mod:`mpicoll.engine.likeness`).
 
 Where the engine records calls (:mod:`mpicoll.guard.recorder`), a kept
-run is wrapped once in the recorder's stamping closure, so that a replay
-is numbered and stamped as a full call is (about 0.15 us more).
+run is wrapped once in the recorder's ``Stamped``, so that a replay is
+numbered and stamped as a full call is.
 
-Cost of a hit: the call last kept or replayed is compared first, in one
-expression of identity comparisons (its name and algorithm too: literals;
-elsewhere they are compared by value); any other, after a tuple of two
-ids and a dict lookup; a spec adds a check of its items. What a replayed
+Cost of a hit: the call last kept or replayed is compared first, by the
+gate (identity comparisons; in C where it was built: no Python frame);
+any other, after a tuple of two ids and a dict lookup, by
+:meth:`Replays._replayed_by_table` (its name and algorithm by value); a
+spec adds a check of its items. What a replayed
 call adds to mpi4py's own, with the recorder's stamps and the face's
 method call, is ``bench/wrap_cost.py forms``'s "same" column
 (docs/performance.md).
@@ -43,6 +45,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll.engine.agreeing import Declined
+from mpicoll.engine.gate import FastGate, spec_holds
 from mpicoll.engine.likeness import Likeness
 from mpicoll.engine.work import Work
 
@@ -57,9 +60,12 @@ class Replays(Likeness):
     def __init__(self, replay: bool, by_likeness: bool) -> None:
         Likeness.__init__(self)
         self._replays: dict = {}  # blocking calls' runs
-        #: the blocking call's entry last kept or replayed, tried before
-        #: the table (a loop repeating one call skips the lookup)
-        self._hot = _NO_ENTRY
+        #: ``replayed(name, algorithm, buf, a, b, c)``: run a blocking
+        #: call again if it was kept (True), else False; the gate tries
+        #: its entry, the call last kept or replayed, before the tables
+        #: (a loop repeating one call skips the lookup)
+        self._gate = FastGate(self._replayed_by_table, Declined, _NO_ENTRY)
+        self.replayed = self._gate
         self._restarts: dict = {}  # nonblocking calls' launches
         #: run before each kept blocking call when it is replayed (check
         #: mode's exchange; nonblocking calls are then not kept); set by
@@ -71,16 +77,17 @@ class Replays(Likeness):
         if not by_likeness:  # checked calls: none kept by likeness
             self.remember = _not_remembered
 
-    def replayed(self, name: str, algorithm, buf, a=None, b=None,
-                 c=None) -> bool:
-        """Run a blocking call again if this very call (face method
-        ``name``, ``algorithm``) on these very objects (``buf``, the one
-        buffer every such call has, and up to three more: buffers, op,
-        root) was checked before, or one alike to it
-        (:meth:`~mpicoll.engine.likeness.Likeness.alike`); False if it must
-        take the full path.
+    def _replayed_by_table(self, name: str, algorithm, buf, a=None,
+                           b=None, c=None) -> bool:
+        """The gate's fallback (:class:`~mpicoll.engine.gate.Gate` has
+        tried the entry last kept or replayed): run a blocking call again
+        if this very call (face method ``name``, ``algorithm``) on these
+        very objects (``buf``, the one buffer every such call has, and up
+        to three more: buffers, op, root) was kept, or one alike to it
+        (:meth:`~mpicoll.engine.likeness.Likeness.alike`); False if it
+        must take the full path.
 
-        The entry lives at the ids of ``buf`` and ``a`` and holds the
+        An entry lives at the ids of ``buf`` and ``a`` and holds the
         objects, compared by identity, so while it lives no other object
         can pass for them. What can still change is an array's dtype
         (reassignable in place; its size and memory cannot change while
@@ -89,30 +96,12 @@ class Replays(Likeness):
         skip mpi4py's inference of the datatype
         (:meth:`mpicoll.engine.engine.Engine.prepared`).
         """
-        buf0, a0, b0, c0, kept, alg, first, dtype1, second, dtype2, \
-            items, rest, _, run = self._hot
-        # the call last kept or replayed, again? (its name and algorithm
-        # compared by identity: literals; by value in the table below)
-        if buf0 is buf and a0 is a and b0 is b and c0 is c and \
-                kept is name and alg is algorithm and \
-                first.dtype is dtype1 and second.dtype is dtype2:
-            try:
-                same = (items is None or (buf and buf[0] is items[0]
-                                          and buf == items)) and \
-                    (rest is None or rest.hold(buf, a, b, c))
-            except Exception:  # an item that will not compare
-                same = False
-            if same:
-                try:
-                    run()
-                except Declined:  # another rank's counts changed
-                    return False
-                return True
-        if (buf0 is buf and a0 is a) or type(buf) in _SPEC or \
+        hot = self._gate.entry
+        if (hot[0] is buf and hot[1] is a) or type(buf) in _SPEC or \
                 type(a) in _SPEC or (id(buf), id(a)) in self._replays:
             e = self._found(self._replays, name, algorithm, buf, a, b, c)
             if e is not None:
-                self._hot = e
+                self._gate.entry = e
                 try:
                     e[-1]()
                 except Declined:
@@ -148,7 +137,7 @@ class Replays(Likeness):
             if e is None:
                 continue
             buf0, a0, b0, c0, kept, alg, first, dtype1, second, dtype2, \
-                _, _, specs, _ = e
+                _, specs, _ = e
             if kept == name and alg == algorithm and \
                     first.dtype is dtype1 and second.dtype is dtype2 and (
                         buf0 is buf and a0 is a and b0 is b and c0 is c
@@ -188,13 +177,10 @@ class Replays(Likeness):
         if not all(map(_frozen_counts, objects)):
             return  # counts in an array: could change in place unseen
         specs = _Specs.of(objects)
-        items, rest = None, specs
-        if specs is not None and specs.specs[0][0] == 0 and buf and \
-                specs.specs[0][1].dtype is None:  # checked inline
-            items = specs.specs[0][1].copy
-            rest = _Specs((), specs.specs[1:]) if specs.specs[1:] else None
+        held = None if specs is None else tuple(
+            (i, f.first, f.copy, f.dtype) for i, f in specs.specs)
         entry = (buf, a, b, c, name, algorithm, first, first.dtype, second,
-                 second.dtype, items, rest, specs, run)
+                 second.dtype, held, specs, run)
         places = [(id(buf), id(a))]
         if specs is not None and (type(buf) in _SPEC or type(a) in _SPEC):
             places.append(_items_key(buf, a))
@@ -206,13 +192,13 @@ class Replays(Likeness):
                 del table[next(iter(table))]  # the oldest
             table[key] = entry
         if table is self._replays:
-            self._hot = entry
+            self._gate.entry = entry
 
     def forget_replays(self) -> None:
         """Drop every remembered call (the communicator is freed)."""
         self._replays.clear()
         self._restarts.clear()
-        self._hot = _NO_ENTRY
+        self._gate.entry = _NO_ENTRY
         self.forget()
 
 
@@ -243,7 +229,6 @@ def spec_copy(obj):
     return obj
 
 
-
 class _Specs:
     """An entry's check of its arguments where some are message specs:
     ``(position, object)`` of the others, kept to be compared by identity,
@@ -263,15 +248,6 @@ class _Specs:
         others = tuple((i, o) for i, o in enumerate(objects)
                        if type(o) not in _SPEC)
         return cls(others, specs) if specs else None
-
-    def hold(self, buf, a, b, c) -> bool:
-        """Whether the kept specs, passed again (the same list objects),
-        still hold what they held."""
-        objects = (buf, a, b, c)
-        for i, frozen in self.specs:
-            if not frozen.holds(objects[i]):
-                return False
-        return True
 
     def match(self, buf, a, b, c) -> bool:
         """Whether ``buf, a, b, c`` are the kept objects, or specs (the
@@ -312,13 +288,10 @@ class _Frozen:
         what it held (about 0.1 us for three items)."""
         if type(spec) is not self.kind:
             return False
-        if not spec:
-            return not self.copy
         try:
-            equal = spec[0] is self.first and spec == self.copy
+            return spec_holds(spec, self.first, self.copy, self.dtype)
         except Exception:  # an item that will not compare
             return False  # (an array put in place of a count)
-        return equal and (self.dtype is None or spec[0].dtype is self.dtype)
 
 
 def _copied(spec):
@@ -352,7 +325,7 @@ class _NoArray:
 
 
 _NO_ARRAY = _NoArray()
-_NO_ENTRY = (object(),) * 6 + (_NO_ARRAY, None) * 2 + (None,) * 4
+_NO_ENTRY = (object(),) * 6 + (_NO_ARRAY, None) * 2 + (None,) * 3
 # (matches nothing)
 
 

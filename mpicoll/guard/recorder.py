@@ -20,8 +20,9 @@ check mode needs them) and ``MPICOLL_TRACE_STACK=1`` (also keep each
 call's call site in the program, a few microseconds per call).
 
 Cost (``bench/call_overhead.py``'s guard rows): a replayed blocking call
-is wrapped in one closure that numbers it and stamps it, about 0.15 us;
-a persistent ``Start``+``Wait`` pays the same.
+is wrapped in one :class:`Stamped` that numbers it and stamps it (in C
+where it was built: :mod:`mpicoll.guard.twins`); a persistent
+``Start``+``Wait`` pays the same in Python.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from contextlib import contextmanager
 
 from mpicoll.collectives import COLLECTIVES
 from mpicoll.errors import InvalidArgumentError
+from mpicoll.guard.twins import accelerated
 
 BUFFER_VAR = "MPICOLL_TRACE_BUFFER"
 STACK_VAR = "MPICOLL_TRACE_STACK"
@@ -128,7 +130,7 @@ class Recorder:
 
     def wrap(self, run, note: tuple):
         """``run`` (a kept blocking call) numbered and stamped each time
-        it runs: the closure a replay makes instead of ``run``."""
+        it runs: what a replay calls instead of ``run``."""
         if self.stack:
             def stamped():
                 seq = self.begin(note)
@@ -137,21 +139,7 @@ class Recorder:
                 finally:
                     self.end(seq)
             return stamped
-        rec, slots, clock = self, self.slots, now
-        notes, begun, ended = self.notes, self.begun, self.ended
-
-        def recorded():
-            seq = rec.seq = rec.blocked = rec.seq + 1
-            i = seq % slots
-            notes[i] = note
-            begun[i] = clock()
-            try:
-                return run()
-            finally:
-                ended[i] = clock()
-                rec.blocked = 0
-
-        return recorded
+        return FastStamped(run, note, self)
 
     def begin(self, note: tuple, blocking: bool = True) -> int:
         """A call begins (a blocking one: this rank is blocked in it
@@ -227,6 +215,37 @@ class Recorder:
         if self.size == 0 or not self.seq - self.size < seq <= self.seq:
             return None
         return self.notes[seq % self.size]
+
+
+class Stamped:
+    """``Stamped(run, note, recorder)()``: ``run()`` numbered and stamped
+    in ``recorder`` as :meth:`Recorder.begin` and :meth:`Recorder.end`
+    would (without a call site), in a few list stores and two clock
+    reads. The Python twin of ``mpicoll.guard._stamp.Stamped``
+    (:mod:`mpicoll.guard.twins`); :data:`FastStamped` is the one that
+    runs."""
+
+    __slots__ = ("begun", "ended", "note", "notes", "rec", "run", "slots")
+
+    def __init__(self, run, note: tuple, recorder: Recorder) -> None:
+        self.run, self.note, self.rec = run, note, recorder
+        self.notes, self.begun, self.ended, self.slots = \
+            recorder.notes, recorder.begun, recorder.ended, recorder.slots
+
+    def __call__(self):
+        rec = self.rec
+        seq = rec.seq = rec.blocked = rec.seq + 1
+        i = seq % self.slots
+        self.notes[i] = self.note
+        self.begun[i] = now()
+        try:
+            return self.run()
+        finally:
+            self.ended[i] = now()
+            rec.blocked = 0
+
+
+FastStamped = accelerated("mpicoll.guard._stamp", "Stamped", Stamped)
 
 
 def call_site() -> str:

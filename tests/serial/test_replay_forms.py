@@ -7,6 +7,8 @@ two must run without entering the message parser (counted by wrapping
 ``message`` and ``vector_message`` where the face imports them) and give
 the raw communicator's result. A spec changed in place (a new count, a
 new buffer, counts changed inside a nested list) must be parsed again.
+Every case runs on both twins of the replay gate and the recorder's stamp
+(the C accelerators and their Python originals).
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ import mpicoll
 from compatcases import DLPackOnly
 from mpicoll.api import comm as comm_module
 from mpicoll.api import vector_calls
+from mpicoll.engine import replay
+from mpicoll.engine.gate import Gate
 from mpicoll.engine.replay import _Frozen
+from mpicoll.guard import recorder
+from mpicoll.guard.recorder import Stamped
 
 SELF = MPI.COMM_SELF
 N = 8
@@ -135,6 +141,15 @@ def calls():
     cases["Reduce_scatter counts list"] = reduce_scatter
     cases["Barrier"] = lambda: ((lambda c: c.Barrier()), None)
     return cases
+
+
+@pytest.fixture(autouse=True, params=["built", "python"])
+def twins(request, monkeypatch):
+    """Every case with the twins the package runs (the C ones where they
+    were built) and with the Python ones (tests/serial/test_twins.py)."""
+    if request.param == "python":
+        monkeypatch.setattr(replay, "FastGate", Gate)
+        monkeypatch.setattr(recorder, "FastStamped", Stamped)
 
 
 @pytest.fixture

@@ -1,0 +1,82 @@
+"""The replay gate: the first thing a face method's call goes through.
+
+A face's blocking method offers its memo ``(name, algorithm, buf, a, b,
+c)`` to its engine's :class:`Gate` (``Engine.replayed``). The gate holds
+the *entry* of the call last kept or replayed
+(:mod:`mpicoll.engine.replay` lays it out and sets it); if this call is
+that very call on those very objects, the gate runs the entry's kept run
+and answers True; otherwise it hands the memo to its ``fallback`` (the
+replay tables, then calls kept by likeness, in Python), whose answer it
+returns. An exception the run raises propagates, except ``declined``
+(another rank's counts changed: the call takes the full path), which
+answers False.
+
+The checks, in order: identity of ``buf``, ``a``, ``b``, ``c`` and of
+the name and algorithm (literals of the face methods); each kept array's
+``dtype`` still the one it was kept with (the one property an array can
+change in place); each message spec among them still holding what it
+held (:func:`spec_holds`). A check that raises counts as a miss.
+
+Two twins (:mod:`mpicoll.guard.twins`): :class:`Gate` here, and
+``mpicoll.engine._gate.Gate`` in C; :data:`FastGate` is the one that
+runs. What the C twin saves is the Python frame: a
+replayed call then runs no Python between the face method and mpi4py's
+own call (``bench/wrap_cost.py``; docs/performance.md, "Wrapping an
+mpi4py program").
+"""
+
+from __future__ import annotations
+
+from mpicoll.guard.twins import accelerated
+
+
+class Gate:
+    """The replay gate (see the module docstring): ``fallback(name,
+    algorithm, buf, a, b, c)`` answers a miss; ``entry`` is the 13-tuple
+    of the call last kept or replayed: ``buf, a, b, c, name, algorithm,
+    first, dtype1, second, dtype2, held, specs, run`` (the kept arrays
+    and their dtypes, or a stand-in whose dtype is None; ``held``: None,
+    or ``(position, first, copy, dtype)`` of each message spec among
+    ``buf, a, b, c``, see :func:`spec_holds`; ``specs``: the replay
+    table's own check; ``run``: the kept run)."""
+
+    __slots__ = ("declined", "entry", "fallback")
+
+    def __init__(self, fallback, declined, entry: tuple) -> None:
+        self.fallback, self.declined, self.entry = fallback, declined, entry
+
+    def __call__(self, name, algorithm, buf, a=None, b=None, c=None, /):
+        buf0, a0, b0, c0, kept, alg, first, dtype1, second, dtype2, held, \
+            _, run = self.entry
+        if buf0 is buf and a0 is a and b0 is b and c0 is c and \
+                kept is name and alg is algorithm:
+            try:
+                same = (dtype1 is None or first.dtype is dtype1) and \
+                    (dtype2 is None or second.dtype is dtype2) and \
+                    (held is None or all(
+                        spec_holds((buf, a, b, c)[i], *kept_spec)
+                        for i, *kept_spec in held))
+            except Exception:  # an item that will not compare
+                same = False
+            if same:
+                try:
+                    run()
+                except self.declined:
+                    return False
+                return True
+        return self.fallback(name, algorithm, buf, a, b, c)
+
+
+def spec_holds(spec, first, copy, dtype) -> bool:
+    """Whether the message spec ``spec`` (a list or tuple) holds what a
+    kept one held: the very object ``first`` first (None: it was empty),
+    items equal to those of ``copy`` and, where ``dtype`` is not None,
+    its first item's dtype still ``dtype``. May raise where an item will
+    not compare."""
+    if not spec:
+        return not copy
+    return spec[0] is first and spec == copy and \
+        (dtype is None or spec[0].dtype is dtype)
+
+
+FastGate = accelerated("mpicoll.engine._gate", "Gate", Gate)

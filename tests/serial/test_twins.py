@@ -1,0 +1,238 @@
+"""The C accelerators do what their Python twins do (mpicoll.guard.twins).
+
+Each case runs on both twins of the replay gate
+(:class:`mpicoll.engine.gate.Gate`) and of the flight recorder's stamp
+(:class:`mpicoll.guard.recorder.Stamped`) and checks what each answers,
+what it calls and what it leaves in the recorder. Where the package was
+installed with a compiler, the C twins must have been built and be the
+ones that run (unless ``MPICOLL_PURE`` asks for the Python ones).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from mpicoll.engine import gate as gate_module
+from mpicoll.engine.agreeing import Declined
+from mpicoll.engine.replay import _NO_ARRAY
+from mpicoll.guard import recorder as recorder_module
+from mpicoll.guard.recorder import Recorder
+from mpicoll.guard.twins import pure
+
+
+def c_twin(module: str, name: str):
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError:
+        return None
+
+
+C_GATE = c_twin("mpicoll.engine._gate", "Gate")
+C_STAMPED = c_twin("mpicoll.guard._stamp", "Stamped")
+GATES = [pytest.param(gate_module.Gate, id="python"),
+         pytest.param(C_GATE, id="c", marks=pytest.mark.skipif(
+             C_GATE is None, reason="built without a compiler"))]
+STAMPS = [pytest.param(recorder_module.Stamped, id="python"),
+          pytest.param(C_STAMPED, id="c", marks=pytest.mark.skipif(
+              C_STAMPED is None, reason="built without a compiler"))]
+
+
+def test_the_c_twins_are_built_and_run():
+    compiler = sysconfig.get_config_var("CC")
+    source = Path(gate_module.__file__).with_name("_gate.c")
+    if not compiler or not source.exists() or pure():
+        pytest.skip("no compiler, no sources, or MPICOLL_PURE set")
+    assert C_GATE is not None and C_STAMPED is not None, \
+        "pip install -e . built no C twin: see its build_ext warnings"
+    assert gate_module.FastGate is C_GATE
+    assert recorder_module.FastStamped is C_STAMPED
+
+
+class Calls:
+    """The fallback and the run of a gate, recording their calls."""
+
+    def __init__(self, answer=False, raises=None):
+        self.fallbacks, self.runs = [], 0
+        self.answer, self.raises = answer, raises
+
+    def fallback(self, *memo):
+        self.fallbacks.append(memo)
+        return self.answer
+
+    def run(self):
+        self.runs += 1
+        if self.raises is not None:
+            raise self.raises
+
+
+def entry(calls, buf, a=None, b=None, c=None, *, name="Bcast",
+          algorithm="auto", held=None):
+    arrays = [o for o in (buf, a, b, c) if isinstance(o, np.ndarray)]
+    first, second = (*arrays, _NO_ARRAY, _NO_ARRAY)[:2]
+    return (buf, a, b, c, name, algorithm, first, first.dtype, second,
+            second.dtype, held, None, calls.run)
+
+
+def spec_entry(calls, spec, a=None):
+    """An entry kept for ``spec`` (a message spec) as buf."""
+    first = spec[0] if spec else None
+    held = ((0, first, type(spec)(spec), getattr(first, "dtype", None)),)
+    return entry(calls, spec, a, held=held)
+
+
+@pytest.mark.parametrize("Gate", GATES)
+def test_the_very_call_runs_again(Gate):
+    calls = Calls()
+    x = np.zeros(4)
+    g = Gate(calls.fallback, Declined, entry(calls, x, 0))
+    assert g("Bcast", "auto", x, 0) is True
+    assert g("Bcast", "auto", x, 0, None, None) is True
+    assert (calls.runs, calls.fallbacks) == (2, [])
+
+
+@pytest.mark.parametrize("Gate", GATES)
+@pytest.mark.parametrize("change", ["buf", "root", "name", "algorithm",
+                                    "extra"])
+def test_any_other_call_goes_to_the_fallback(Gate, change):
+    calls = Calls(answer=True)
+    x, y = np.zeros(4), np.zeros(4)
+    g = Gate(calls.fallback, Declined, entry(calls, x, 0))
+    args = ["Bcast", "auto", x, 0]
+    if change == "buf":
+        args[2] = y
+    elif change == "root":
+        args[3] = 1
+    elif change == "name":
+        args[0] = "Ibcast"
+    elif change == "algorithm":
+        args[1] = "binomial"
+    else:
+        args.append(x)
+    assert g(*args) is True  # the fallback's answer
+    assert calls.runs == 0
+    assert calls.fallbacks == [tuple(args) + (None,) * (6 - len(args))]
+
+
+@pytest.mark.parametrize("Gate", GATES)
+@pytest.mark.parametrize("args", [("Bcast", "auto"), ("Bcast",) + (0,) * 6])
+def test_a_gate_takes_three_to_six_positional_arguments(Gate, args):
+    calls = Calls()
+    g = Gate(calls.fallback, Declined, entry(calls, None))
+    with pytest.raises(TypeError):
+        g(*args)
+    with pytest.raises(TypeError):
+        g("Bcast", "auto", None, a=0)
+
+
+@pytest.mark.parametrize("Gate", GATES)
+def test_a_dtype_changed_in_place_is_a_miss(Gate):
+    calls = Calls()
+    x = np.zeros(4)
+    g = Gate(calls.fallback, Declined, entry(calls, x, 0))
+    x.dtype = np.int64
+    assert g("Bcast", "auto", x, 0) is False
+    assert calls.runs == 0 and len(calls.fallbacks) == 1
+
+
+@pytest.mark.parametrize("Gate", GATES)
+@pytest.mark.parametrize("change", [None, "count", "buffer", "emptied",
+                                    "array count", "dtype"])
+def test_a_spec_is_checked_for_what_it_holds(Gate, change):
+    calls = Calls()
+    x = np.zeros(4, np.uint8)
+    spec = [x, 4, MPI.BYTE]
+    g = Gate(calls.fallback, Declined, spec_entry(calls, spec, 0))
+    if change == "count":
+        spec[1] = 2
+    elif change == "buffer":
+        spec[0] = np.zeros(4, np.uint8)
+    elif change == "emptied":
+        spec.clear()
+    elif change == "array count":  # an item that will not compare
+        spec[1] = np.array([4, 4])
+    elif change == "dtype":
+        x.dtype = np.int8
+    hit = g("Bcast", "auto", spec, 0)
+    assert hit is (change is None)
+    assert calls.runs == (change is None)
+    assert len(calls.fallbacks) == (change is not None)
+
+
+@pytest.mark.parametrize("Gate", GATES)
+def test_every_spec_of_a_call_is_checked(Gate):
+    calls = Calls()
+    s, r = bytearray(4), bytearray(8)
+    send, recv = [s, 4, MPI.BYTE], (r, 4, MPI.BYTE)
+    held = ((0, r, tuple(recv), None), (1, s, list(send), None))
+    g = Gate(calls.fallback, Declined,
+             entry(calls, recv, send, 0, held=held))
+    assert g("Gather", "auto", recv, send, 0) is False  # kept as Bcast
+    g.entry = entry(calls, recv, send, 0, name="Gather", held=held)
+    assert g("Gather", "auto", recv, send, 0) is True
+    send[1] = 3
+    assert g("Gather", "auto", recv, send, 0) is False
+    assert calls.runs == 1 and len(calls.fallbacks) == 2
+
+
+@pytest.mark.parametrize("Gate", GATES)
+def test_a_declined_run_answers_false_and_others_raise(Gate):
+    x = np.zeros(4)
+    calls = Calls(raises=Declined())
+    g = Gate(calls.fallback, Declined, entry(calls, x, 0))
+    assert g("Bcast", "auto", x, 0) is False
+    calls.raises = ValueError("boom")
+    with pytest.raises(ValueError, match="boom"):
+        g("Bcast", "auto", x, 0)
+    assert calls.fallbacks == []
+
+
+@pytest.mark.parametrize("Gate", GATES)
+def test_an_entry_is_a_tuple_of_thirteen(Gate):
+    calls = Calls()
+    g = Gate(calls.fallback, Declined, entry(calls, None))
+    if Gate is C_GATE:
+        with pytest.raises(TypeError):
+            g.entry = (None,) * 12
+    assert len(g.entry) == 13
+
+
+@pytest.mark.parametrize("Stamped", STAMPS)
+def test_a_stamped_call_is_numbered_and_stamped(Stamped):
+    rec = Recorder(size=4)
+    seen = []
+
+    def run():
+        seen.append((rec.seq, rec.blocked))
+        return "result"
+
+    note = ("bcast", "native", "blocking", np.dtype("uint8"), 8, None, 0)
+    stamped = Stamped(run, note, rec)
+    for expected in range(1, 6):
+        assert stamped() == "result"
+        i = expected % rec.slots
+        assert (rec.seq, rec.blocked) == (expected, 0)
+        assert rec.notes[i] is note
+        assert 0 < rec.begun[i] <= rec.ended[i]
+    assert seen == [(n, n) for n in range(1, 6)]
+    assert [c["seq"] for c in rec.calls()] == [2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("Stamped", STAMPS)
+def test_a_stamped_call_that_raises_is_ended(Stamped):
+    rec = Recorder(size=4)
+
+    def run():
+        raise KeyError("no")
+
+    stamped = Stamped(run, ("barrier", "native", "blocking", None, 0, None,
+                            0), rec)
+    with pytest.raises(KeyError, match="no"):
+        stamped()
+    assert (rec.seq, rec.blocked) == (1, 0)
+    assert rec.begun[1] <= rec.ended[1]
