@@ -22,6 +22,7 @@
 #   new-arrays-n2             bench/new_arrays.py
 #   osu-n2-C                  bench/osu_check.py for C = allreduce, bcast
 #   wrap-demos-n2, wrap-forms-n2   bench/wrap_cost.py demos, forms
+#   wrap-instructions         bench/wrap_instructions.py (with valgrind)
 #   device-model-n1, -n2      bench/device_model.py: small staged calls on
 #                             the host model of CUDA, their time split
 #   overlap-n2-model-A        bench/overlap.py --device model, A = ring,
@@ -106,6 +107,9 @@ for c in allreduce bcast; do
 done
 record wrap-demos-n2 on2 bench/wrap_cost.py demos
 record wrap-forms-n2 on2 bench/wrap_cost.py forms
+if command -v valgrind > /dev/null; then
+    record wrap-instructions "$py" bench/wrap_instructions.py
+fi
 record device-model-n1 "$mpiexec" -n 1 "$py" -m mpi4py bench/device_model.py
 record device-model-n2 on2 bench/device_model.py
 for a in ring native; do  # model matrix products at 100 MFLOP/s

@@ -62,6 +62,7 @@ from mpicoll.args.getbuffer import is_dlpack, kDLCPU
 from mpicoll.device.memory import address
 from mpicoll.engine.agreeing import Declined
 from mpicoll.engine.executor import run
+from mpicoll.guard.twins import accelerated
 
 KINDS = 32  # calls kept by likeness per engine
 RECENT = 16  # arrays of a Rerun's last calls, remembered weakly
@@ -74,15 +75,17 @@ _PLAIN = frozenset((MPI.Op, MPI.Datatype, type(MPI.IN_PLACE),
                     type(MPI.BOTTOM), type(None)))  # compared by identity
 
 
-def likeness(obj, buffer: bool = True):
+def likeness(obj, buffer: bool = True, other=None):
     """What a call's parse and choice read of ``obj`` (a memo argument),
     as a hashable value: an ``int`` or ``str`` itself; a buffer's kind and
     size; a message spec's likeness item by item; a plain argument (op,
     datatype, ``MPI.IN_PLACE``, None) by identity (its id: these are
-    long-lived objects; :class:`Likeness` holds them); None for anything
-    else (no likeness: a device buffer, an unknown object), and for a
-    buffer anywhere in a spec but first (``buffer`` False): counts or
-    displacements in an array, whose values are what the call reads."""
+    long-lived objects; :class:`Likeness` holds them); for any other
+    object, what ``other`` (default :func:`_other_likeness`) says: a host
+    DLPack exporter's kind and size, else None (no likeness: a device
+    buffer, an unknown object); and None for a buffer anywhere in a spec
+    but first (``buffer`` False): counts or displacements in an array,
+    whose values are what the call reads."""
     t = type(obj)
     if t is int or t is str:
         return obj
@@ -91,7 +94,7 @@ def likeness(obj, buffer: bool = True):
     if t is list or t is tuple:
         parts = [t]
         for i, item in enumerate(obj):
-            part = likeness(item, buffer and i == 0)
+            part = likeness(item, buffer and i == 0, other)
             if part is None:
                 return None
             parts.append(part)
@@ -109,15 +112,42 @@ def likeness(obj, buffer: bool = True):
             return None
     if t is array.array:
         return t, obj.typecode, len(obj)
-    if is_dlpack(obj):
-        return _dlpack_likeness(obj)
-    return None
+    return (other or _other_likeness)(obj)
 
 
-def _dlpack_likeness(obj):
-    """A DLPack exporter's kind and size, in host memory only (a torch CPU
-    tensor; about 1.5 us); None on a device or where it will not export
-    (the full path says why)."""
+class Keys:
+    """``Keys(other)(name, algorithm, buf, a, b, c)``: the key of a call
+    kept by its likeness, ``(name, algorithm)`` and the :func:`likeness`
+    of each argument, or None where one has none. ``other`` is
+    :func:`_other_likeness` (what the C twin asks of a buffer it does not
+    know). The Python twin of ``mpicoll.engine._likeness.Keys``
+    (:mod:`mpicoll.guard.twins`); :data:`FastKeys` is the one that
+    runs."""
+
+    __slots__ = ("other",)
+
+    def __init__(self, other) -> None:
+        self.other = other
+
+    def __call__(self, name, algorithm, buf, a=None, b=None, c=None, /):
+        other = self.other
+        parts = (likeness(buf, True, other), likeness(a, True, other),
+                 likeness(b, True, other), likeness(c, True, other))
+        for part in parts:
+            if part is None:
+                return None
+        return (name, algorithm, *parts)
+
+
+FastKeys = accelerated("mpicoll.engine._likeness", "Keys", Keys)
+
+
+def _other_likeness(obj):
+    """A host DLPack exporter's kind and size (a torch CPU tensor; about
+    1.5 us); None for any other object, an exporter on a device or one
+    that will not export (the full path says why)."""
+    if not is_dlpack(obj):
+        return None
     try:
         if obj.__dlpack_device__()[0] != kDLCPU:
             return None
@@ -149,6 +179,7 @@ class Likeness:
 
     def __init__(self) -> None:
         self._kinds: dict[tuple, _Alike] = {}
+        self._key = FastKeys(_other_likeness)  # a call's key in _kinds
         #: the flight recorder calls are stamped in (None: not stamped),
         #: and the note of the call being launched (set by the engine)
         self.recorder = None
@@ -160,9 +191,7 @@ class Likeness:
         kinds = self._kinds
         if not kinds:
             return False
-        key = (name, algorithm, likeness(buf), likeness(a), likeness(b),
-               likeness(c))
-        kept = kinds.get(key)
+        kept = kinds.get(self._key(name, algorithm, buf, a, b, c))
         if kept is None:
             return False
         agreement = kept.agreement
@@ -173,20 +202,13 @@ class Likeness:
                 agreement.exchange()
             except Declined:
                 return False
-        rec = self.recorder
-        if rec is None:
-            made = kept.made((buf, a, b, c))
-        else:
-            seq = rec.begin(kept.note)
-            try:
-                made = kept.made((buf, a, b, c))
-            finally:
-                rec.end(seq)
-            if not made:
-                rec.undo(seq)
-        if not made and agreement is not None:
-            agreement.refused()
-        return made  # refused before any message: the full path makes it
+        made = kept.run((buf, a, b, c))
+        if not made:  # refused before any message: the full path makes it
+            if self.recorder is not None:
+                self.recorder.undo(self.recorder.seq)
+            if agreement is not None:
+                agreement.refused()
+        return made
 
     def remember(self, memo, call: Callable, args: tuple,
                  flat: bool = False, agreement=None) -> None:
@@ -199,9 +221,9 @@ class Likeness:
         array). ``agreement``: the count exchange the call made first
         (:class:`~mpicoll.engine.agreeing.Agreement`), made again by each
         call alike to it."""
-        name, algorithm, *objects = memo
-        parts = [likeness(obj) for obj in objects]
-        if any(part is None for part in parts):
+        objects = memo[2:]
+        key = self._key(*memo)
+        if key is None:
             return
         buffers = [i for i, obj in enumerate(objects)
                    if _buffer(obj) is not None]
@@ -223,7 +245,6 @@ class Likeness:
         held: list = []
         for obj in objects:
             _plain_parts(obj, held)
-        key = (name, algorithm, *parts)
         kept = self._kinds.get(key)
         if kept is not None and kept.slots == tuple(slots) and \
                 _same_call(kept.call, call):
@@ -232,7 +253,8 @@ class Likeness:
         if len(self._kinds) >= KINDS and key not in self._kinds:
             del self._kinds[next(iter(self._kinds))]  # the oldest
         self._kinds[key] = _Alike(call, tuple(slots), flat, tuple(buffers),
-                                  tuple(held), self.note, agreement)
+                                  tuple(held), self.recorder, self.note,
+                                  agreement)
 
     def forget(self) -> None:
         self._kinds.clear()
@@ -245,19 +267,22 @@ class _Alike:
     arrays), the memo positions of its buffers (``pair``: of its send and
     receive buffers where it has two, checked for overlap), the plain
     objects whose ids its key holds, and its count exchange
-    (``agreement``, or None). A :class:`Rerun`'s ``recent`` holds weak
-    references to the arrays of its last :data:`RECENT` calls, by the id
-    of the first."""
+    (``agreement``, or None). ``run`` is :meth:`made`, numbered and
+    stamped in the flight recorder (where there is one) under the kept
+    call's note. A :class:`Rerun`'s ``recent`` holds weak references to
+    the arrays of its last :data:`RECENT` calls, by the id of the
+    first."""
 
-    __slots__ = ("agreement", "buffers", "call", "flat", "held", "note",
-                 "one", "pair", "pick", "recent", "slots")
+    __slots__ = ("agreement", "buffers", "call", "flat", "held", "one",
+                 "pair", "pick", "recent", "run", "slots")
 
-    def __init__(self, call, slots, flat, buffers, held, note,
+    def __init__(self, call, slots, flat, buffers, held, recorder, note,
                  agreement=None) -> None:
         self.call, self.slots, self.flat, self.buffers, self.held = \
             call, slots, flat, buffers, held
         self.pair = buffers if len(buffers) == 2 else None
-        self.note = note  # the flight recorder's note of the kept call
+        self.run = self.made if recorder is None else \
+            recorder.wrap(self.made, note)
         self.agreement = agreement  # made again before each call
         self.pick = itemgetter(*slots) if slots and not flat else _none
         self.one = len(slots) == 1
@@ -294,7 +319,10 @@ class _Alike:
     def _apart(self, objects: tuple) -> bool:
         """The send and receive buffers do not overlap (where they do, or
         mpi4py refuses them, the full parse says why)."""
-        x, y = [_buffer(objects[i]) for i in self.pair]
+        i, j = self.pair
+        x, y = objects[i], objects[j]
+        if type(x) is not np.ndarray or type(y) is not np.ndarray:
+            x, y = _buffer(x), _buffer(y)  # a message spec's buffer
         if type(x) is np.ndarray and type(y) is np.ndarray:
             # their extents, compared in C (a third of two _span calls)
             return not np.may_share_memory(x, y)

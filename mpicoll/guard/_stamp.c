@@ -6,7 +6,8 @@
  * do: the recorder's ``seq`` and ``blocked`` set to the next number,
  * ``notes``, ``begun`` and ``ended`` written at that number's slot (the
  * clock: seconds since the epoch, as time.time), ``blocked`` set back to
- * 0 once ``run`` returns or raises. It returns what ``run`` returns.
+ * 0 once ``run`` returns or raises. It passes its arguments on to
+ * ``run`` and returns what ``run`` returns.
  *
  * The recorder's ``seq`` and ``blocked`` are slots of its class (its
  * ``__slots__``), read and written where the class keeps them, as its
@@ -58,10 +59,6 @@ stamped_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
                    PyObject *kwnames)
 {
     Stamped *s = (Stamped *)self;
-    if (PyVectorcall_NARGS(nargsf) != 0 || kwnames != NULL) {
-        PyErr_SetString(PyExc_TypeError, "a stamped call takes no arguments");
-        return NULL;
-    }
     PyObject **seq_slot = (PyObject **)((char *)s->recorder + s->seq_at);
     PyObject **blocked_slot =
         (PyObject **)((char *)s->recorder + s->blocked_at);
@@ -84,7 +81,7 @@ stamped_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
     if (store(s->notes, i, s->note) < 0 ||
             store(s->begun, i, clock_now()) < 0)
         return NULL;
-    PyObject *ran = PyObject_CallNoArgs(s->run);
+    PyObject *ran = PyObject_Vectorcall(s->run, args, nargsf, kwnames);
     /* finally: the end stamp, whether run returned or raised */
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);

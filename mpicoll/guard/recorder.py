@@ -130,12 +130,13 @@ class Recorder:
 
     def wrap(self, run, note: tuple):
         """``run`` (a kept blocking call) numbered and stamped each time
-        it runs: what a replay calls instead of ``run``."""
+        it runs: what a replay calls instead of ``run``, with the same
+        arguments."""
         if self.stack:
-            def stamped():
+            def stamped(*args):
                 seq = self.begin(note)
                 try:
-                    return run()
+                    return run(*args)
                 finally:
                     self.end(seq)
             return stamped
@@ -218,7 +219,8 @@ class Recorder:
 
 
 class Stamped:
-    """``Stamped(run, note, recorder)()``: ``run()`` numbered and stamped
+    """``Stamped(run, note, recorder)(*args)``: ``run(*args)`` numbered
+    and stamped
     in ``recorder`` as :meth:`Recorder.begin` and :meth:`Recorder.end`
     would (without a call site), in a few list stores and two clock
     reads. The Python twin of ``mpicoll.guard._stamp.Stamped``
@@ -232,14 +234,14 @@ class Stamped:
         self.notes, self.begun, self.ended, self.slots = \
             recorder.notes, recorder.begun, recorder.ended, recorder.slots
 
-    def __call__(self):
+    def __call__(self, *args):
         rec = self.rec
         seq = rec.seq = rec.blocked = rec.seq + 1
         i = seq % self.slots
         self.notes[i] = self.note
         self.begun[i] = now()
         try:
-            return self.run()
+            return self.run(*args)
         finally:
             self.ended[i] = now()
             rec.blocked = 0

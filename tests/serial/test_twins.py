@@ -1,16 +1,19 @@
 """The C accelerators do what their Python twins do (mpicoll.guard.twins).
 
 Each case runs on both twins of the replay gate
-(:class:`mpicoll.engine.gate.Gate`) and of the flight recorder's stamp
-(:class:`mpicoll.guard.recorder.Stamped`) and checks what each answers,
-what it calls and what it leaves in the recorder. Where the package was
+(:class:`mpicoll.engine.gate.Gate`), of a call's likeness key
+(:class:`mpicoll.engine.likeness.Keys`) and of the flight recorder's
+stamp (:class:`mpicoll.guard.recorder.Stamped`) and checks what each
+answers, what it calls and what it leaves in the recorder. Where the package was
 installed with a compiler, the C twins must have been built and be the
 ones that run (unless ``MPICOLL_PURE`` asks for the Python ones).
 """
 
 from __future__ import annotations
 
+import array
 import importlib
+import mmap
 import sysconfig
 from pathlib import Path
 
@@ -19,6 +22,7 @@ import pytest
 from mpi4py import MPI
 
 from mpicoll.engine import gate as gate_module
+from mpicoll.engine import likeness as likeness_module
 from mpicoll.engine.agreeing import Declined
 from mpicoll.engine.replay import _NO_ARRAY
 from mpicoll.guard import recorder as recorder_module
@@ -34,10 +38,14 @@ def c_twin(module: str, name: str):
 
 
 C_GATE = c_twin("mpicoll.engine._gate", "Gate")
+C_KEYS = c_twin("mpicoll.engine._likeness", "Keys")
 C_STAMPED = c_twin("mpicoll.guard._stamp", "Stamped")
 GATES = [pytest.param(gate_module.Gate, id="python"),
          pytest.param(C_GATE, id="c", marks=pytest.mark.skipif(
              C_GATE is None, reason="built without a compiler"))]
+KEYS = [pytest.param(likeness_module.Keys, id="python"),
+        pytest.param(C_KEYS, id="c", marks=pytest.mark.skipif(
+            C_KEYS is None, reason="built without a compiler"))]
 STAMPS = [pytest.param(recorder_module.Stamped, id="python"),
           pytest.param(C_STAMPED, id="c", marks=pytest.mark.skipif(
               C_STAMPED is None, reason="built without a compiler"))]
@@ -48,9 +56,10 @@ def test_the_c_twins_are_built_and_run():
     source = Path(gate_module.__file__).with_name("_gate.c")
     if not compiler or not source.exists() or pure():
         pytest.skip("no compiler, no sources, or MPICOLL_PURE set")
-    assert C_GATE is not None and C_STAMPED is not None, \
+    assert None not in (C_GATE, C_KEYS, C_STAMPED), \
         "pip install -e . built no C twin: see its build_ext warnings"
     assert gate_module.FastGate is C_GATE
+    assert likeness_module.FastKeys is C_KEYS
     assert recorder_module.FastStamped is C_STAMPED
 
 
@@ -119,15 +128,6 @@ def test_any_other_call_goes_to_the_fallback(Gate, change):
     assert calls.fallbacks == [tuple(args) + (None,) * (6 - len(args))]
 
 
-@pytest.mark.parametrize("Gate", GATES)
-@pytest.mark.parametrize("args", [("Bcast", "auto"), ("Bcast",) + (0,) * 6])
-def test_a_gate_takes_three_to_six_positional_arguments(Gate, args):
-    calls = Calls()
-    g = Gate(calls.fallback, Declined, entry(calls, None))
-    with pytest.raises(TypeError):
-        g(*args)
-    with pytest.raises(TypeError):
-        g("Bcast", "auto", None, a=0)
 
 
 @pytest.mark.parametrize("Gate", GATES)
@@ -236,3 +236,118 @@ def test_a_stamped_call_that_raises_is_ended(Stamped):
         stamped()
     assert (rec.seq, rec.blocked) == (1, 0)
     assert rec.begun[1] <= rec.ended[1]
+
+
+def released():
+    view = memoryview(bytearray(8))
+    view.release()
+    return view
+
+
+class Other:
+    """An object neither twin knows: its likeness is ``other``'s."""
+
+
+# (argument, what its likeness holds past its type, or None: it has none)
+ARGUMENTS = [
+    (0, 0), (-3, -3), ("x", "x"), (None, id(None)),
+    (MPI.SUM, id(MPI.SUM)), (MPI.DOUBLE, id(MPI.DOUBLE)),
+    (MPI.IN_PLACE, id(MPI.IN_PLACE)), (MPI.BOTTOM, id(MPI.BOTTOM)),
+    (np.zeros((2, 3), "f4"), (np.dtype("f4"), (2, 3))),
+    (np.zeros(3)[::2], (np.dtype("f8"), (2,))),
+    (bytearray(5), (5,)), (b"abc", (3,)), (mmap.mmap(-1, 7), (7,)),
+    (memoryview(bytearray(8))[2:], ("B", 6)),
+    (memoryview(np.zeros(2)), ("d", 16)), (released(), None),
+    (array.array("i", [1, 2]), ("i", 2)),
+    (True, None), (1.5, None), (Other(), "other"),
+]
+
+
+def other(obj):
+    return ("other",) if type(obj) is Other else None
+
+
+@pytest.mark.parametrize("Keys", KEYS)
+@pytest.mark.parametrize("arg, held", ARGUMENTS,
+                         ids=[type(a).__name__ for a, _ in ARGUMENTS])
+def test_a_key_holds_each_arguments_likeness(Keys, arg, held):
+    keys = Keys(other)
+    key = keys("Bcast", "auto", arg, 0)
+    if held is None:
+        assert key is None
+        return
+    assert key[:2] == ("Bcast", "auto") and key[3:] == (0, id(None),
+                                                        id(None))
+    part = key[2]
+    if held == "other":
+        assert part == ("other",)
+    elif isinstance(held, tuple):
+        assert part == (type(arg), *held)
+    else:
+        assert part == held
+
+
+@pytest.mark.parametrize("Keys", KEYS)
+def test_a_spec_is_keyed_item_by_item(Keys):
+    keys = Keys(other)
+    x = np.zeros(4, "i4")
+    assert keys("Gatherv", "ring", [x, (4, 0), MPI.INT], None, 0) == (
+        "Gatherv", "ring", (list, (np.ndarray, np.dtype("i4"), (4,)),
+                            (tuple, 4, 0), id(MPI.INT)),
+        id(None), 0, id(None))
+    # a buffer past a spec's first item (counts in an array): no likeness
+    assert keys("Gatherv", "ring", [x, np.array([4]), MPI.INT]) is None
+    assert keys("Gatherv", "ring", (x, [Other()], MPI.INT)) is None
+    assert keys("Bcast", "auto", [], 0)[2] == (list,)
+
+
+@pytest.mark.parametrize("Keys", KEYS)
+def test_both_twins_key_alike(Keys):
+    """Every argument of ARGUMENTS, alone and in specs, keyed the same by
+    the Python twin (the reference)."""
+    mine, reference = Keys(other), likeness_module.Keys(other)
+    for arg, _ in ARGUMENTS:
+        for memo in (("Bcast", "auto", arg, 0), ("X", None, [arg, 1], arg),
+                     ("Y", "r", (arg,), [0, (arg, 2)], arg, MPI.SUM)):
+            assert mine(*memo) == reference(*memo), memo
+
+
+def a_gate(Gate):
+    calls = Calls()
+    return Gate(calls.fallback, Declined, entry(calls, None))
+
+
+def a_key(Keys):
+    return Keys(other)
+
+
+@pytest.mark.parametrize("made, twin", [
+    *(pytest.param(a_gate, twin.values[0], id=f"gate-{twin.id}",
+                   marks=twin.marks) for twin in GATES),
+    *(pytest.param(a_key, twin.values[0], id=f"keys-{twin.id}",
+                   marks=twin.marks) for twin in KEYS)])
+def test_a_memo_is_three_to_six_positional_arguments(made, twin):
+    """A gate and a key take a memo: (name, algorithm, buf, a, b, c)."""
+    memo_of = made(twin)
+    for args in (("Bcast", "auto"), ("Bcast",) + (0,) * 6):
+        with pytest.raises(TypeError):
+            memo_of(*args)
+    with pytest.raises(TypeError):
+        memo_of("Bcast", "auto", None, a=0)
+
+
+@pytest.mark.parametrize("Keys", KEYS)
+def test_a_closed_mmap_raises_as_len_does(Keys):
+    m = mmap.mmap(-1, 4)
+    m.close()
+    with pytest.raises(ValueError):
+        Keys(other)("Bcast", "auto", m, 0)
+
+
+@pytest.mark.parametrize("Stamped", STAMPS)
+def test_a_stamped_call_passes_its_arguments_on(Stamped):
+    rec = Recorder(size=4)
+    stamped = Stamped(lambda *args, **kw: (args, kw), ("barrier",), rec)
+    assert stamped(1, (2,)) == ((1, (2,)), {})
+    assert stamped() == ((), {})
+    assert rec.seq == 2
