@@ -4,8 +4,14 @@
  * to four argument objects) is the very call last kept or replayed
  * (the gate's ``entry``, a 13-tuple set by mpicoll.engine.replay); if so
  * the gate runs the entry's kept run and answers True, with nothing
- * made in Python between the face method and mpi4py's own call; else it
- * hands the call to its ``fallback`` (the table lookups, in Python).
+ * made in Python between the face method and mpi4py's own call. On a
+ * miss, a call on objects neither in the replay table nor message specs
+ * is looked up by its likeness key (mpicoll.engine.likeness) and, where
+ * the kept call is a library call without a count agreement whose send
+ * and receive buffers are apart, made here (stamped, with the caller's
+ * new objects); other kept calls go to Likeness.alike, and message specs
+ * and objects of the table to ``fallback`` (the table lookups, in
+ * Python).
  *
  * The checks are those of the Python twin, item for item (identity of
  * the objects, name and algorithm; each kept array's dtype; what each
@@ -31,10 +37,15 @@ typedef struct {
     PyObject *entry;     /* a tuple of ENTRY_LEN items */
     PyObject *fallback;  /* fallback(name, algorithm, buf, a, b, c) */
     PyObject *declined;  /* the exception that answers False */
+    /* of the engine's Likeness (all NULL without one): its replay table,
+     * its table of calls kept by likeness, its key, its alike() and the
+     * exceptions by which mpi4py refuses arguments */
+    PyObject *replays, *kinds, *key, *alike, *refused;
     vectorcallfunc vectorcall;
 } Gate;
 
-static PyObject *str_dtype;
+static PyObject *str_dtype, *str_agreement, *str_flat, *str_slots,
+                *str_pair, *str_stamped, *str_undo;
 
 enum { RAN, MISSED, DECLINED, FAILED };  /* what gate_try did */
 
@@ -136,6 +147,168 @@ gate_try(Gate *g, PyObject *name, PyObject *algorithm,
     return ran;
 }
 
+/* 1: the buffers x and y (each exporting one contiguous buffer) do not
+ * overlap; 0: they do, or either exports none (error cleared) */
+static int
+apart(PyObject *x, PyObject *y)
+{
+    Py_buffer bx, by;
+    if (PyObject_GetBuffer(x, &bx, PyBUF_ANY_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (PyObject_GetBuffer(y, &by, PyBUF_ANY_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(&bx);
+        return 0;
+    }
+    char *lo = bx.buf, *hi = by.buf;
+    int overlap = lo < hi + by.len && hi < lo + bx.len;
+    PyBuffer_Release(&bx);
+    PyBuffer_Release(&by);
+    return !overlap;
+}
+
+/* attribute ``name`` of obj is None (1), is not (0), or raised (-1) */
+static int
+is_none(PyObject *obj, PyObject *name)
+{
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL)
+        return -1;
+    Py_DECREF(value);
+    return value == Py_None;
+}
+
+/* Make ``kept`` (an _Alike of mpicoll.engine.likeness) on the call's
+ * objects as its made() does, where it is a library call without a count
+ * agreement whose send and receive buffers (if it has both) are apart:
+ * RAN, DECLINED (mpi4py refused the arguments: undone), FAILED, or
+ * MISSED (not such a call: Likeness.alike decides) */
+static int
+made(Gate *g, PyObject *kept, PyObject *const *objects)
+{
+    int simple = is_none(kept, str_agreement);
+    if (simple == 1) {
+        PyObject *flat = PyObject_GetAttr(kept, str_flat);
+        simple = flat == NULL ? -1 : flat == Py_False;
+        Py_XDECREF(flat);
+    }
+    if (simple != 1)
+        return simple < 0 ? FAILED : MISSED;
+    PyObject *pair = PyObject_GetAttr(kept, str_pair);
+    PyObject *slots = PyObject_GetAttr(kept, str_slots);
+    PyObject *stamped = PyObject_GetAttr(kept, str_stamped);
+    int done = FAILED;
+    if (pair == NULL || slots == NULL || stamped == NULL)
+        goto out;
+    done = MISSED;
+    if (!PyTuple_CheckExact(slots) || PyTuple_GET_SIZE(slots) > 4 ||
+            (pair != Py_None && (!PyTuple_CheckExact(pair) ||
+                                 PyTuple_GET_SIZE(pair) != 2)))
+        goto out;
+    PyObject *args[4];
+    Py_ssize_t n = PyTuple_GET_SIZE(slots);
+    for (Py_ssize_t k = 0; k < n + (pair != Py_None ? 2 : 0); k++) {
+        PyObject *at = k < n ? PyTuple_GET_ITEM(slots, k) :
+            PyTuple_GET_ITEM(pair, k - n);
+        Py_ssize_t i = PyLong_Check(at) ? PyLong_AsSsize_t(at) : -1;
+        if (i < 0 || i > 3) {
+            PyErr_Clear();
+            goto out;
+        }
+        if (k < n)
+            args[k] = objects[i];
+    }
+    if (pair != Py_None &&
+            !apart(objects[PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0))],
+                   objects[PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 1))]))
+        goto out;  /* overlapping, or not plain buffers: alike() says */
+    PyObject *result = PyObject_Vectorcall(stamped, args, n, NULL);
+    if (result != NULL) {
+        Py_DECREF(result);
+        done = RAN;
+    } else if (PyErr_ExceptionMatches(g->refused)) {
+        PyErr_Clear();
+        done = DECLINED;
+        PyObject *undo = PyObject_GetAttr(kept, str_undo);
+        if (undo == NULL) {
+            done = FAILED;
+        } else {
+            if (undo != Py_None) {
+                PyObject *r = PyObject_CallNoArgs(undo);
+                if (r == NULL)
+                    done = FAILED;
+                Py_XDECREF(r);
+            }
+            Py_DECREF(undo);
+        }
+    } else {
+        done = FAILED;
+    }
+out:
+    Py_XDECREF(pair);
+    Py_XDECREF(slots);
+    Py_XDECREF(stamped);
+    return done;
+}
+
+/* A miss: the call kept by likeness run at once where it is simple (see
+ * made), else the answer of the Python twin's path: fallback (message
+ * specs, objects in the replay table) or Likeness.alike */
+static PyObject *
+missed(Gate *g, PyObject *name, PyObject *algorithm,
+       PyObject *const *objects)
+{
+    PyObject *full[] = {name, algorithm, objects[0], objects[1], objects[2],
+                        objects[3]};
+    if (g->kinds == NULL || PyList_CheckExact(objects[0]) ||
+            PyTuple_CheckExact(objects[0]) || PyList_CheckExact(objects[1]) ||
+            PyTuple_CheckExact(objects[1]))
+        return PyObject_Vectorcall(g->fallback, full, 6, NULL);
+    PyObject *ids = PyTuple_New(2);  /* (id(buf), id(a)) */
+    if (ids == NULL)
+        return NULL;
+    for (int i = 0; i < 2; i++) {
+        PyObject *id = PyLong_FromVoidPtr(objects[i]);
+        if (id == NULL) {
+            Py_DECREF(ids);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(ids, i, id);
+    }
+    int known = PyDict_Contains(g->replays, ids);
+    Py_DECREF(ids);
+    if (known < 0)
+        return NULL;
+    if (known)
+        return PyObject_Vectorcall(g->fallback, full, 6, NULL);
+    if (PyDict_GET_SIZE(g->kinds) == 0)
+        Py_RETURN_FALSE;
+    PyObject *key = PyObject_Vectorcall(g->key, full, 6, NULL);
+    if (key == NULL)
+        return NULL;
+    PyObject *kept = PyDict_GetItemWithError(g->kinds, key);  /* borrowed */
+    Py_DECREF(key);
+    if (kept == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_FALSE;
+    }
+    Py_INCREF(kept);  /* the call may drop it from the table */
+    int done = made(g, kept, objects);
+    Py_DECREF(kept);
+    switch (done) {
+    case RAN:
+        Py_RETURN_TRUE;
+    case DECLINED:
+        Py_RETURN_FALSE;
+    case FAILED:
+        return NULL;
+    }
+    return PyObject_Vectorcall(g->alike, full, 6, NULL);
+}
+
 static PyObject *
 gate_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
                 PyObject *kwnames)
@@ -159,9 +332,7 @@ gate_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
     case FAILED:
         return NULL;
     }
-    PyObject *full[] = {args[0], args[1], objects[0], objects[1], objects[2],
-                        objects[3]};
-    return PyObject_Vectorcall(g->fallback, full, 6, NULL);
+    return missed(g, args[0], args[1], objects);
 }
 
 static int
@@ -179,13 +350,39 @@ static int
 gate_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
     Gate *g = (Gate *)self;
-    static char *names[] = {"fallback", "declined", "entry", NULL};
-    PyObject *fallback, *declined, *entry;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO", names, &fallback,
-                                     &declined, &entry))
+    static char *names[] = {"fallback", "declined", "entry", "likeness",
+                            NULL};
+    PyObject *fallback, *declined, *entry, *likeness = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|O", names, &fallback,
+                                     &declined, &entry, &likeness))
         return -1;
     if (check_entry(entry) < 0)
         return -1;
+    if (likeness != Py_None) {
+        PyObject *replays = PyObject_GetAttrString(likeness, "_replays");
+        PyObject *kinds = PyObject_GetAttrString(likeness, "_kinds");
+        PyObject *key = PyObject_GetAttrString(likeness, "_key");
+        PyObject *alike = PyObject_GetAttrString(likeness, "alike");
+        PyObject *refused = PyObject_GetAttrString(likeness, "refused");
+        if (replays == NULL || kinds == NULL || key == NULL ||
+                alike == NULL || refused == NULL ||
+                !PyDict_CheckExact(replays) || !PyDict_CheckExact(kinds)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "a likeness's tables are "
+                                "dicts");
+            Py_XDECREF(replays);
+            Py_XDECREF(kinds);
+            Py_XDECREF(key);
+            Py_XDECREF(alike);
+            Py_XDECREF(refused);
+            return -1;
+        }
+        Py_XSETREF(g->replays, replays);
+        Py_XSETREF(g->kinds, kinds);
+        Py_XSETREF(g->key, key);
+        Py_XSETREF(g->alike, alike);
+        Py_XSETREF(g->refused, refused);
+    }
     Py_INCREF(fallback);
     Py_INCREF(declined);
     Py_INCREF(entry);
@@ -224,6 +421,11 @@ gate_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(g->entry);
     Py_VISIT(g->fallback);
     Py_VISIT(g->declined);
+    Py_VISIT(g->replays);
+    Py_VISIT(g->kinds);
+    Py_VISIT(g->key);
+    Py_VISIT(g->alike);
+    Py_VISIT(g->refused);
     return 0;
 }
 
@@ -234,6 +436,11 @@ gate_clear(PyObject *self)
     Py_CLEAR(g->entry);
     Py_CLEAR(g->fallback);
     Py_CLEAR(g->declined);
+    Py_CLEAR(g->replays);
+    Py_CLEAR(g->kinds);
+    Py_CLEAR(g->key);
+    Py_CLEAR(g->alike);
+    Py_CLEAR(g->refused);
     return 0;
 }
 
@@ -254,8 +461,8 @@ static PyGetSetDef gate_getset[] = {
 static PyTypeObject GateType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "mpicoll.engine._gate.Gate",
-    .tp_doc = "Gate(fallback, declined, entry): the replay gate "
-              "(mpicoll.engine.gate.Gate) in C.",
+    .tp_doc = "Gate(fallback, declined, entry, likeness=None): the replay "
+              "gate (mpicoll.engine.gate.Gate) in C.",
     .tp_basicsize = sizeof(Gate),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
                 Py_TPFLAGS_HAVE_VECTORCALL,
@@ -278,7 +485,15 @@ PyMODINIT_FUNC
 PyInit__gate(void)
 {
     str_dtype = PyUnicode_InternFromString("dtype");
-    if (str_dtype == NULL || PyType_Ready(&GateType) < 0)
+    str_agreement = PyUnicode_InternFromString("agreement");
+    str_flat = PyUnicode_InternFromString("flat");
+    str_slots = PyUnicode_InternFromString("slots");
+    str_pair = PyUnicode_InternFromString("pair");
+    str_stamped = PyUnicode_InternFromString("stamped");
+    str_undo = PyUnicode_InternFromString("undo");
+    if (!str_dtype || !str_agreement || !str_flat || !str_slots ||
+            !str_pair || !str_stamped || !str_undo ||
+            PyType_Ready(&GateType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

@@ -5,11 +5,15 @@ c)`` to its engine's :class:`Gate` (``Engine.replayed``). The gate holds
 the *entry* of the call last kept or replayed
 (:mod:`mpicoll.engine.replay` lays it out and sets it); if this call is
 that very call on those very objects, the gate runs the entry's kept run
-and answers True; otherwise it hands the memo to its ``fallback`` (the
-replay tables, then calls kept by likeness, in Python), whose answer it
-returns. An exception the run raises propagates, except ``declined``
-(another rank's counts changed: the call takes the full path), which
-answers False.
+and answers True. Otherwise, where neither ``buf`` nor ``a`` is a
+message spec or an object of the replay table, the call may be one kept
+by its likeness (:mod:`mpicoll.engine.likeness`): the gate asks the
+engine's ``Likeness.alike`` (the C twin makes a simple kept library call
+itself: no count agreement, send and receive buffers apart). Else it
+hands the memo to its ``fallback`` (the replay tables, in Python), whose
+answer it returns. An exception the run raises propagates, except
+``declined`` (another rank's counts changed: the call takes the full
+path), which answers False.
 
 The checks, in order: identity of ``buf``, ``a``, ``b``, ``c`` and of
 the name and algorithm (literals of the face methods); each kept array's
@@ -19,10 +23,11 @@ held (:func:`spec_holds`). A check that raises counts as a miss.
 
 Two twins (:mod:`mpicoll.guard.twins`): :class:`Gate` here, and
 ``mpicoll.engine._gate.Gate`` in C; :data:`FastGate` is the one that
-runs. What the C twin saves is the Python frame: a
-replayed call then runs no Python between the face method and mpi4py's
-own call (``bench/wrap_cost.py``; docs/performance.md, "Wrapping an
-mpi4py program").
+runs. What the C twin saves is the Python frames: a
+replayed call, or one on new objects run by likeness, then runs no Python
+between the face method and mpi4py's own call
+(``bench/wrap_instructions.py``; docs/performance.md, "Wrapping an mpi4py
+program").
 """
 
 from __future__ import annotations
@@ -32,7 +37,12 @@ from mpicoll.guard.twins import accelerated
 
 class Gate:
     """The replay gate (see the module docstring): ``fallback(name,
-    algorithm, buf, a, b, c)`` answers a miss; ``entry`` is the 13-tuple
+    algorithm, buf, a, b, c)`` answers a miss, or where ``likeness`` (the
+    engine's :class:`~mpicoll.engine.likeness.Likeness`) is given and
+    neither ``buf`` nor ``a`` is a message spec or in its replay table
+    (``_replays``, at their ids), ``likeness.alike`` does (in C, with the
+    library's call of a simple kept call made at once: :data:`FastGate`);
+    ``entry`` is the 13-tuple
     of the call last kept or replayed: ``buf, a, b, c, name, algorithm,
     first, dtype1, second, dtype2, held, specs, run`` (the kept arrays
     and their dtypes, or a stand-in whose dtype is None; ``held``: None,
@@ -40,10 +50,12 @@ class Gate:
     ``buf, a, b, c``, see :func:`spec_holds`; ``specs``: the replay
     table's own check; ``run``: the kept run)."""
 
-    __slots__ = ("declined", "entry", "fallback")
+    __slots__ = ("declined", "entry", "fallback", "likeness")
 
-    def __init__(self, fallback, declined, entry: tuple) -> None:
+    def __init__(self, fallback, declined, entry: tuple,
+                 likeness=None) -> None:
         self.fallback, self.declined, self.entry = fallback, declined, entry
+        self.likeness = likeness
 
     def __call__(self, name, algorithm, buf, a=None, b=None, c=None, /):
         buf0, a0, b0, c0, kept, alg, first, dtype1, second, dtype2, held, \
@@ -52,10 +64,14 @@ class Gate:
                 kept is name and alg is algorithm:
             try:
                 same = (dtype1 is None or first.dtype is dtype1) and \
-                    (dtype2 is None or second.dtype is dtype2) and \
-                    (held is None or all(
-                        spec_holds((buf, a, b, c)[i], *kept_spec)
-                        for i, *kept_spec in held))
+                    (dtype2 is None or second.dtype is dtype2)
+                if same and held is not None:
+                    objects = (buf, a, b, c)
+                    for i, spec_first, copy, dtype in held:
+                        if not spec_holds(objects[i], spec_first, copy,
+                                          dtype):
+                            same = False
+                            break
             except Exception:  # an item that will not compare
                 same = False
             if same:
@@ -64,7 +80,14 @@ class Gate:
                 except self.declined:
                     return False
                 return True
-        return self.fallback(name, algorithm, buf, a, b, c)
+        lk = self.likeness
+        if lk is None or type(buf) in _SPEC or type(a) in _SPEC or \
+                (id(buf), id(a)) in lk._replays:
+            return self.fallback(name, algorithm, buf, a, b, c)
+        return lk.alike(name, algorithm, buf, a, b, c)
+
+
+_SPEC = (list, tuple)
 
 
 def spec_holds(spec, first, copy, dtype) -> bool:

@@ -41,10 +41,13 @@ used in turn with the first, double buffering), that call takes the full
 path and is kept for replay (:mod:`mpicoll.engine.replay`), which costs
 less than binding again.
 
-Cost, at one rank (``bench/call_overhead.py``, the new-views rows; and
-``bench/wrap_cost.py forms``, the "new" column): the likeness of a call's
-arguments is a few tuples and one dict lookup, about 0.5-1 us, against
-10-30 us for a full parse.
+Where the C twins were built (:mod:`mpicoll.guard.twins`), the key is
+made in C (:class:`Keys`) and the replay gate (:mod:`mpicoll.engine.gate`)
+looks it up and makes a kept library call itself, stamped: no Python runs
+past the face method. Cost (``bench/wrap_instructions.py``, the ``-view``
+and ``-new`` rows; ``bench/wrap_cost.py forms``, the "new" column): a few
+tuples, one dict lookup and the stamps, against 10-30 us for a full
+parse.
 """
 
 from __future__ import annotations
@@ -177,6 +180,8 @@ def _buffer(obj):
 class Likeness:
     """The engine's table of blocking calls kept by likeness."""
 
+    refused = REFUSED  # (read by the C replay gate)
+
     def __init__(self) -> None:
         self._kinds: dict[tuple, _Alike] = {}
         self._key = FastKeys(_other_likeness)  # a call's key in _kinds
@@ -202,13 +207,10 @@ class Likeness:
                 agreement.exchange()
             except Declined:
                 return False
-        made = kept.run((buf, a, b, c))
-        if not made:  # refused before any message: the full path makes it
-            if self.recorder is not None:
-                self.recorder.undo(self.recorder.seq)
-            if agreement is not None:
-                agreement.refused()
-        return made
+        made = kept.made((buf, a, b, c))
+        if not made and agreement is not None:
+            agreement.refused()
+        return made  # refused before any message: the full path makes it
 
     def remember(self, memo, call: Callable, args: tuple,
                  flat: bool = False, agreement=None) -> None:
@@ -267,22 +269,29 @@ class _Alike:
     arrays), the memo positions of its buffers (``pair``: of its send and
     receive buffers where it has two, checked for overlap), the plain
     objects whose ids its key holds, and its count exchange
-    (``agreement``, or None). ``run`` is :meth:`made`, numbered and
+    (``agreement``, or None). ``stamped`` is ``call`` numbered and
     stamped in the flight recorder (where there is one) under the kept
-    call's note. A :class:`Rerun`'s ``recent`` holds weak references to
-    the arrays of its last :data:`RECENT` calls, by the id of the
-    first."""
+    call's note, and ``undo`` (None without a recorder) takes its number
+    back when mpi4py refuses the arguments. A :class:`Rerun`'s
+    ``recent`` holds weak references to the arrays of its last
+    :data:`RECENT` calls, by the id of the first.
+
+    The C replay gate (:mod:`mpicoll.engine.gate`) makes a kept library
+    call itself, as :meth:`made` does, where ``flat`` is False and
+    ``agreement`` None, reading ``slots``, ``pair``, ``stamped`` and
+    ``undo``."""
 
     __slots__ = ("agreement", "buffers", "call", "flat", "held", "one",
-                 "pair", "pick", "recent", "run", "slots")
+                 "pair", "pick", "recent", "slots", "stamped", "undo")
 
     def __init__(self, call, slots, flat, buffers, held, recorder, note,
                  agreement=None) -> None:
         self.call, self.slots, self.flat, self.buffers, self.held = \
             call, slots, flat, buffers, held
         self.pair = buffers if len(buffers) == 2 else None
-        self.run = self.made if recorder is None else \
-            recorder.wrap(self.made, note)
+        self.stamped = call if recorder is None else \
+            recorder.wrap(call, note)
+        self.undo = None if recorder is None else recorder.undo_last
         self.agreement = agreement  # made again before each call
         self.pick = itemgetter(*slots) if slots and not flat else _none
         self.one = len(slots) == 1
@@ -301,10 +310,12 @@ class _Alike:
             return self._rerun(objects)
         try:
             if self.one:
-                self.call(self.pick(objects))
+                self.stamped(self.pick(objects))
             else:
-                self.call(*self.pick(objects))
+                self.stamped(*self.pick(objects))
         except REFUSED:
+            if self.undo is not None:
+                self.undo()
             return False
         return True
 
@@ -346,7 +357,7 @@ class _Alike:
         if len(recent) >= RECENT:
             del recent[next(iter(recent))]  # the oldest
         recent[key] = tuple([weakref.ref(x) for x in arrays])
-        self.call(*[x.reshape(-1) if reshape else x
+        self.stamped(*[x.reshape(-1) if reshape else x
                     for x, (_, reshape) in zip(arrays, self.slots)])
         return True
 

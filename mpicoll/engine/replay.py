@@ -64,7 +64,8 @@ class Replays(Likeness):
         #: call again if it was kept (True), else False; the gate tries
         #: its entry, the call last kept or replayed, before the tables
         #: (a loop repeating one call skips the lookup)
-        self._gate = FastGate(self._replayed_by_table, Declined, _NO_ENTRY)
+        self._gate = FastGate(self._replayed_by_table, Declined, _NO_ENTRY,
+                              self)
         self.replayed = self._gate
         self._restarts: dict = {}  # nonblocking calls' launches
         #: run before each kept blocking call when it is replayed (check

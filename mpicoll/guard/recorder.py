@@ -169,6 +169,10 @@ class Recorder:
             self.seq = seq - 1
             self.blocked = 0
 
+    def undo_last(self) -> None:
+        """:meth:`undo` of the call begun last."""
+        self.undo(self.seq)
+
     @contextmanager
     def step(self, what: str):
         """While the block runs (a collective setup step of mpicoll's

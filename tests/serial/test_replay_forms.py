@@ -7,8 +7,8 @@ two must run without entering the message parser (counted by wrapping
 ``message`` and ``vector_message`` where the face imports them) and give
 the raw communicator's result. A spec changed in place (a new count, a
 new buffer, counts changed inside a nested list) must be parsed again.
-Every case runs on both twins of the replay gate and the recorder's stamp
-(the C accelerators and their Python originals).
+Every case runs on both twins of the replay gate, the likeness key and the
+recorder's stamp (the C accelerators and their Python originals).
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ import mpicoll
 from compatcases import DLPackOnly
 from mpicoll.api import comm as comm_module
 from mpicoll.api import vector_calls
-from mpicoll.engine import replay
+from mpicoll.engine import likeness, replay
 from mpicoll.engine.gate import Gate
+from mpicoll.engine.likeness import Keys
 from mpicoll.engine.replay import _Frozen
 from mpicoll.guard import recorder
 from mpicoll.guard.recorder import Stamped
@@ -150,6 +151,7 @@ def twins(request, monkeypatch):
     if request.param == "python":
         monkeypatch.setattr(replay, "FastGate", Gate)
         monkeypatch.setattr(recorder, "FastStamped", Stamped)
+        monkeypatch.setattr(likeness, "FastKeys", Keys)
 
 
 @pytest.fixture

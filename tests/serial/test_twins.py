@@ -14,6 +14,7 @@ from __future__ import annotations
 import array
 import importlib
 import mmap
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
+import mpicoll
 from mpicoll.engine import gate as gate_module
 from mpicoll.engine import likeness as likeness_module
 from mpicoll.engine.agreeing import Declined
@@ -351,3 +353,118 @@ def test_a_stamped_call_passes_its_arguments_on(Stamped):
     assert stamped(1, (2,)) == ((1, (2,)), {})
     assert stamped() == ((), {})
     assert rec.seq == 2
+
+
+class Kept(likeness_module.Likeness):
+    """An engine's likeness tables, with an (empty) replay table and a
+    flight recorder, keeping ``call`` for ``memo`` as the engine does."""
+
+    def __init__(self, memo, raises=None):
+        super().__init__()
+        self._replays = {}
+        self.recorder = Recorder(size=4)
+        self.note = ("bcast", "native", "blocking", None, 8, None, 0)
+        self.made, self.raises = [], raises
+        # the library's call on the memo's own objects (here: its buf, a)
+        self.remember(memo, self.call, tuple(memo[2:4]))
+
+    def call(self, *args):
+        self.made.append(args)
+        if self.raises is not None:
+            raise self.raises
+
+
+def a_likeness_gate(Gate, memo, raises=None):
+    calls, kept = Calls(), Kept(memo, raises)
+    return Gate(calls.fallback, Declined, entry(calls, None), kept), calls, \
+        kept
+
+
+@pytest.mark.parametrize("Gate", GATES)
+def test_new_objects_alike_make_the_kept_call(Gate):
+    g, calls, kept = a_likeness_gate(Gate, ("Bcast", "auto",
+                                            np.zeros(4), 0, None, None))
+    y = np.ones(4)
+    assert g("Bcast", "auto", y, 0) is True
+    assert kept.made == [(y, 0)] and calls.fallbacks == []
+    assert kept.recorder.seq == 1 and kept.recorder.blocked == 0
+    assert g("Bcast", "auto", np.ones(5), 0) is False  # another size
+    assert g("Bcast", "auto", y, 1) is False  # another root
+    assert len(kept.made) == 1 and calls.fallbacks == []
+
+
+@pytest.mark.parametrize("Gate", GATES)
+def test_specs_and_kept_objects_go_to_the_fallback(Gate):
+    x = np.zeros(4)
+    g, calls, kept = a_likeness_gate(Gate, ("Bcast", "auto", x, 0, None,
+                                            None))
+    kept._replays[(id(x), id(0))] = "an entry"
+    assert g("Bcast", "auto", x, 0) is False  # the fallback's answer
+    spec = [np.ones(4), 4, MPI.DOUBLE]
+    assert g("Bcast", "auto", spec, 0) is False
+    assert [memo[2] for memo in calls.fallbacks] == [x, spec]
+    assert kept.made == []
+
+
+@pytest.mark.parametrize("Gate", GATES)
+def test_refused_arguments_are_undone_and_others_raise(Gate):
+    memo = ("Bcast", "auto", np.zeros(4), 0, None, None)
+    g, _, kept = a_likeness_gate(Gate, memo, raises=BufferError("no"))
+    assert g("Bcast", "auto", np.ones(4), 0) is False
+    assert len(kept.made) == 1
+    assert (kept.recorder.seq, kept.recorder.blocked) == (0, 0)
+    g, _, kept = a_likeness_gate(Gate, memo, raises=RuntimeError("x"))
+    with pytest.raises(RuntimeError, match="x"):
+        g("Bcast", "auto", np.ones(4), 0)
+    assert kept.recorder.seq == 1
+
+
+@pytest.mark.parametrize("Gate", GATES)
+def test_overlapping_buffers_are_not_made(Gate):
+    memo = ("Allreduce", "auto", np.zeros(4), np.ones(4), None, None)
+    g, calls, kept = a_likeness_gate(Gate, memo)
+    z = np.zeros(8)
+    assert g("Allreduce", "auto", z[:4], z[2:6]) is False
+    assert kept.made == [] and kept.recorder.seq == 0
+    x, y = z[:4], z[4:]
+    assert g("Allreduce", "auto", x, y) is True
+    assert kept.made == [(x, y)] and calls.fallbacks == []
+
+
+def python_frames(call) -> list[str]:
+    """The Python functions ``call()`` runs (their qualified names)."""
+    seen = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            seen.append(frame.f_code.co_qualname)
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return seen[1:]  # past call itself
+
+
+@pytest.mark.skipif(C_GATE is None or C_KEYS is None or C_STAMPED is None
+                    or pure(), reason="the Python twins run")
+@pytest.mark.parametrize("form", ["same", "new"])
+def test_a_repeated_call_runs_no_python_past_the_face(form):
+    """With the C twins, a replayed call (the same objects) and one run by
+    likeness (new ones alike) run the face method and nothing else in
+    Python, flight recorder stamps included."""
+    comm = mpicoll.Comm(MPI.COMM_SELF)
+    x, y, data = np.ones(4), np.zeros(4), bytearray(8)
+    if form == "same":  # (one list over the loop, as mpi4py's demos)
+        msg = [data, 8, MPI.BYTE]
+        calls = (lambda: comm.Allreduce(x, y, MPI.SUM),
+                 lambda: comm.Bcast(msg, 0))
+    else:
+        calls = (lambda: comm.Allreduce(x[:4], y[:4], MPI.SUM),
+                 lambda: comm.Bcast(memoryview(data)[:8], 0))
+    for call in calls:
+        call()
+        call()
+        frames = python_frames(call)
+        assert len(frames) == 1 and frames[0].startswith("Comm."), frames
