@@ -115,6 +115,22 @@ specs_hold(PyObject *held, PyObject *const *objects)
     return 1;
 }
 
+/* What a call that returned ``result`` (NULL: it raised) did: RAN,
+ * DECLINED (it raised ``declined``: cleared) or FAILED */
+static int
+outcome(PyObject *result, PyObject *declined)
+{
+    if (result != NULL) {
+        Py_DECREF(result);
+        return RAN;
+    }
+    if (PyErr_ExceptionMatches(declined)) {
+        PyErr_Clear();
+        return DECLINED;
+    }
+    return FAILED;
+}
+
 /* Run the gate's entry if the call (name, algorithm, objects: buf, a,
  * b, c) is the very call it kept: RAN, MISSED (not that call: nothing
  * ran), DECLINED (its run raised the gate's ``declined``: the call takes
@@ -132,16 +148,7 @@ gate_try(Gate *g, PyObject *name, PyObject *algorithm,
     int ran = MISSED;
     if (same_dtype(e[FIRST], e[DTYPE1]) && same_dtype(e[SECOND], e[DTYPE2])
             && (e[HELD] == Py_None || specs_hold(e[HELD], objects))) {
-        PyObject *result = PyObject_CallNoArgs(e[RUN]);
-        if (result != NULL) {
-            Py_DECREF(result);
-            ran = RAN;
-        } else if (PyErr_ExceptionMatches(g->declined)) {
-            PyErr_Clear();
-            ran = DECLINED;
-        } else {
-            ran = FAILED;
-        }
+        ran = outcome(PyObject_CallNoArgs(e[RUN]), g->declined);
     }
     Py_DECREF(entry);
     return ran;
@@ -224,13 +231,8 @@ made(Gate *g, PyObject *kept, PyObject *const *objects)
             !apart(objects[PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0))],
                    objects[PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 1))]))
         goto out;  /* overlapping, or not plain buffers: alike() says */
-    PyObject *result = PyObject_Vectorcall(stamped, args, n, NULL);
-    if (result != NULL) {
-        Py_DECREF(result);
-        done = RAN;
-    } else if (PyErr_ExceptionMatches(g->refused)) {
-        PyErr_Clear();
-        done = DECLINED;
+    done = outcome(PyObject_Vectorcall(stamped, args, n, NULL), g->refused);
+    if (done == DECLINED) {
         PyObject *undo = PyObject_GetAttr(kept, str_undo);
         if (undo == NULL) {
             done = FAILED;
@@ -243,8 +245,6 @@ made(Gate *g, PyObject *kept, PyObject *const *objects)
             }
             Py_DECREF(undo);
         }
-    } else {
-        done = FAILED;
     }
 out:
     Py_XDECREF(pair);
