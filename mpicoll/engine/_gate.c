@@ -2,7 +2,8 @@
  *
  * A face method asks the gate whether its call (name, algorithm= and up
  * to four argument objects) is the very call last kept or replayed
- * (the gate's ``entry``, a 13-tuple set by mpicoll.engine.replay); if so
+ * (the gate's ``entry``, a 13-tuple set by mpicoll.engine.replay: the
+ * same objects, or message specs holding the same items); if so
  * the gate runs the entry's kept run and answers True, with nothing
  * made in Python between the face method and mpi4py's own call. On a
  * miss, a call on objects neither in the replay table nor message specs
@@ -14,8 +15,9 @@
  * Python).
  *
  * The checks are those of the Python twin, item for item (identity of
- * the objects, name and algorithm; each kept array's dtype; what each
- * message spec holds, as spec_holds); an exception the run raises
+ * the name, algorithm and objects other than message specs; each kept
+ * array's dtype; what each message spec holds, as spec_holds); an
+ * exception the run raises
  * propagates, except the engine's ``Declined`` (another rank's counts
  * changed), which answers False.
  *
@@ -115,6 +117,21 @@ specs_hold(PyObject *held, PyObject *const *objects)
     return 1;
 }
 
+/* 1: the entry kept a message spec at position i (held: None, or a
+ * tuple of (position, first, copy, dtype)); 0: not */
+static int
+spec_at(PyObject *held, Py_ssize_t i)
+{
+    if (held == Py_None)
+        return 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(held); k++) {
+        PyObject *at = PyTuple_GET_ITEM(PyTuple_GET_ITEM(held, k), 0);
+        if (PyLong_Check(at) && PyLong_AsSsize_t(at) == i)
+            return 1;
+    }
+    return 0;
+}
+
 /* What a call that returned ``result`` (NULL: it raised) did: RAN,
  * DECLINED (it raised ``declined``: cleared) or FAILED */
 static int
@@ -141,9 +158,11 @@ gate_try(Gate *g, PyObject *name, PyObject *algorithm,
 {
     PyObject *entry = g->entry;
     PyObject *const *e = &PyTuple_GET_ITEM(entry, 0);
-    if (e[BUF] != objects[0] || e[A] != objects[1] || e[B] != objects[2] ||
-            e[C] != objects[3] || e[NAME] != name || e[ALG] != algorithm)
+    if (e[NAME] != name || e[ALG] != algorithm)
         return MISSED;
+    for (int i = 0; i < 4; i++)
+        if (e[BUF + i] != objects[i] && !spec_at(e[HELD], i))
+            return MISSED;
     Py_INCREF(entry);  /* the run may replace the gate's entry */
     int ran = MISSED;
     if (same_dtype(e[FIRST], e[DTYPE1]) && same_dtype(e[SECOND], e[DTYPE2])

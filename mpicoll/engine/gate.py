@@ -15,11 +15,14 @@ answer it returns. An exception the run raises propagates, except
 ``declined`` (another rank's counts changed: the call takes the full
 path), which answers False.
 
-The checks, in order: identity of ``buf``, ``a``, ``b``, ``c`` and of
-the name and algorithm (literals of the face methods); each kept array's
-``dtype`` still the one it was kept with (the one property an array can
-change in place); each message spec among them still holding what it
-held (:func:`spec_holds`). A check that raises counts as a miss.
+The checks, in order: identity of the name and algorithm (literals of
+the face methods) and of ``buf``, ``a``, ``b``, ``c``, where they are not
+message specs; each kept array's ``dtype`` still the one it was kept
+with (the one property an array can change in place); each message spec
+among them, the kept list or a new one (``comm.Bcast([data, MPI.INT],
+0)`` written in every call, as mpi4py's tutorial does), holding what the
+kept spec held (:func:`spec_holds`). A check that raises counts as a
+miss.
 
 Two twins (:mod:`mpicoll.guard.twins`): :class:`Gate` here, and
 ``mpicoll.engine._gate.Gate`` in C; :data:`FastGate` is the one that
@@ -60,8 +63,10 @@ class Gate:
     def __call__(self, name, algorithm, buf, a=None, b=None, c=None, /):
         buf0, a0, b0, c0, kept, alg, first, dtype1, second, dtype2, held, \
             _, run = self.entry
-        if buf0 is buf and a0 is a and b0 is b and c0 is c and \
-                kept is name and alg is algorithm:
+        if kept is name and alg is algorithm and (
+                (buf0 is buf and a0 is a and b0 is b and c0 is c) or
+                (held is not None and _same_but_specs(
+                    held, (buf0, a0, b0, c0), (buf, a, b, c)))):
             try:
                 same = (dtype1 is None or first.dtype is dtype1) and \
                     (dtype2 is None or second.dtype is dtype2)
@@ -88,6 +93,16 @@ class Gate:
 
 
 _SPEC = (list, tuple)
+
+
+def _same_but_specs(held, kept: tuple, objects: tuple) -> bool:
+    """Whether each of ``objects`` is the ``kept`` one, message specs
+    aside (``held``'s positions: compared by what they hold)."""
+    specs = [h[0] for h in held]
+    for i in range(4):
+        if objects[i] is not kept[i] and i not in specs:
+            return False
+    return True
 
 
 def spec_holds(spec, first, copy, dtype) -> bool:

@@ -183,6 +183,26 @@ def test_every_spec_of_a_call_is_checked(Gate):
 
 
 @pytest.mark.parametrize("Gate", GATES)
+@pytest.mark.parametrize("made", ["same items", "other count", "other buffer",
+                                  "a tuple", "other root"])
+def test_a_new_spec_is_the_kept_call_if_it_holds_the_same(Gate, made):
+    """mpi4py's tutorial form: ``comm.Bcast([data, MPI.BYTE], 0)`` makes
+    a new list on every call."""
+    calls = Calls()
+    x = np.zeros(4, np.uint8)
+    g = Gate(calls.fallback, Declined,
+             spec_entry(calls, [x, 4, MPI.BYTE], 0))
+    spec, root = {"same items": ([x, 4, MPI.BYTE], 0),
+                  "other count": ([x, 2, MPI.BYTE], 0),
+                  "other buffer": ([x.copy(), 4, MPI.BYTE], 0),
+                  "a tuple": ((x, 4, MPI.BYTE), 0),
+                  "other root": ([x, 4, MPI.BYTE], 1)}[made]
+    hit = g("Bcast", "auto", spec, root)
+    assert hit is (made == "same items")
+    assert calls.runs == hit and len(calls.fallbacks) == (not hit)
+
+
+@pytest.mark.parametrize("Gate", GATES)
 def test_a_declined_run_answers_false_and_others_raise(Gate):
     x = np.zeros(4)
     calls = Calls(raises=Declined())
@@ -449,17 +469,29 @@ def python_frames(call) -> list[str]:
 
 @pytest.mark.skipif(C_GATE is None or C_KEYS is None or C_STAMPED is None
                     or pure(), reason="the Python twins run")
-@pytest.mark.parametrize("form", ["same", "new"])
+@pytest.mark.parametrize("form", ["same", "relisted", "tutorial", "new"])
 def test_a_repeated_call_runs_no_python_past_the_face(form):
-    """With the C twins, a replayed call (the same objects) and one run by
-    likeness (new ones alike) run the face method and nothing else in
-    Python, flight recorder stamps included."""
+    """With the C twins, a replayed call (the same objects; a new list of
+    the kept items, reused or made in every call) and one run by likeness
+    (new objects alike) run the face method and nothing else in Python,
+    flight recorder stamps included."""
     comm = mpicoll.Comm(MPI.COMM_SELF)
     x, y, data = np.ones(4), np.zeros(4), bytearray(8)
     if form == "same":  # (one list over the loop, as mpi4py's demos)
         msg = [data, 8, MPI.BYTE]
         calls = (lambda: comm.Allreduce(x, y, MPI.SUM),
                  lambda: comm.Bcast(msg, 0))
+    elif form == "relisted":  # (a demo's next size, of the same count)
+        comm.Allreduce([x, 4, MPI.DOUBLE], [y, 4, MPI.DOUBLE], MPI.SUM)
+        comm.Bcast([data, 8, MPI.BYTE], 0)
+        s, r, msg = [x, 4, MPI.DOUBLE], [y, 4, MPI.DOUBLE], \
+            [data, 8, MPI.BYTE]
+        calls = (lambda: comm.Allreduce(s, r, MPI.SUM),
+                 lambda: comm.Bcast(msg, 0))
+    elif form == "tutorial":  # a new list in every call
+        calls = (lambda: comm.Bcast([data, MPI.BYTE], 0),
+                 lambda: comm.Allreduce([x, MPI.DOUBLE], [y, MPI.DOUBLE],
+                                        MPI.SUM))
     else:
         calls = (lambda: comm.Allreduce(x[:4], y[:4], MPI.SUM),
                  lambda: comm.Bcast(memoryview(data)[:8], 0))
