@@ -11,8 +11,9 @@ Python twins (``MPICOLL_PURE=1`` does too).
 from setuptools import Extension, setup
 
 setup(ext_modules=[
-    Extension("mpicoll.engine._gate", ["mpicoll/engine/_gate.c"],
-              optional=True),
+    Extension("mpicoll.engine._gate", ["mpicoll/engine/_gate.c",
+                                       "mpicoll/engine/_face.c"],
+              depends=["mpicoll/engine/_gate.h"], optional=True),
     Extension("mpicoll.engine._likeness", ["mpicoll/engine/_likeness.c"],
               optional=True),
     Extension("mpicoll.guard._stamp", ["mpicoll/guard/_stamp.c"],

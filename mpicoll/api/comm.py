@@ -31,6 +31,7 @@ from mpi4py import MPI
 
 from mpicoll.api.calls import CallBuilder, owners_of
 from mpicoll.api.children import Children, constructors, mpi4py_class_of
+from mpicoll.api.faces import accelerate
 from mpicoll.device.cuda import copyto
 from mpicoll.collectives import COLLECTIVES
 from mpicoll.engine.engine import Call, Engine, Settings
@@ -480,6 +481,8 @@ class Comm(NonblockingCalls, VectorCalls, PersistentCalls, CallBuilder,
             self._barrier(algorithm, False,
                           ("Barrier", algorithm, None, None, None, None))
 
+
+accelerate(Comm)  # blocking calls offer their memo from C (api/faces.py)
 
 # The collective methods a guarded Comm wraps (mpicoll.guard.guarded).
 METHODS = {name: row.name for row in COLLECTIVES.values()

@@ -26,25 +26,12 @@
  * call.
  */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_gate.h"
 #include <stddef.h>
 
 /* the entry's items, as mpicoll.engine.replay lays them out */
 enum { BUF, A, B, C, NAME, ALG, FIRST, DTYPE1, SECOND, DTYPE2, HELD, SPECS,
        RUN, ENTRY_LEN };
-
-typedef struct {
-    PyObject_HEAD
-    PyObject *entry;     /* a tuple of ENTRY_LEN items */
-    PyObject *fallback;  /* fallback(name, algorithm, buf, a, b, c) */
-    PyObject *declined;  /* the exception that answers False */
-    /* of the engine's Likeness (all NULL without one): its replay table,
-     * its table of calls kept by likeness, its key, its alike() and the
-     * exceptions by which mpi4py refuses arguments */
-    PyObject *replays, *kinds, *key, *alike, *refused;
-    vectorcallfunc vectorcall;
-} Gate;
 
 static PyObject *str_dtype, *str_agreement, *str_flat, *str_slots,
                 *str_pair, *str_stamped, *str_undo;
@@ -343,7 +330,18 @@ gate_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
     PyObject *objects[4] = {args[2], n > 3 ? args[3] : Py_None,
                             n > 4 ? args[4] : Py_None,
                             n > 5 ? args[5] : Py_None};
-    switch (gate_try(g, args[0], args[1], objects)) {
+    return gate_answer(g, args[0], args[1], objects);
+}
+
+PyObject *
+gate_answer(Gate *g, PyObject *name, PyObject *algorithm,
+            PyObject *const *objects)
+{
+    if (g->pass_once) {  /* a Face's miss: its method's own offer */
+        g->pass_once = 0;
+        Py_RETURN_FALSE;
+    }
+    switch (gate_try(g, name, algorithm, objects)) {
     case RAN:
         Py_RETURN_TRUE;
     case DECLINED:
@@ -351,7 +349,7 @@ gate_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
     case FAILED:
         return NULL;
     }
-    return missed(g, args[0], args[1], objects);
+    return missed(g, name, algorithm, objects);
 }
 
 static int
@@ -477,7 +475,7 @@ static PyGetSetDef gate_getset[] = {
     {NULL},
 };
 
-static PyTypeObject GateType = {
+PyTypeObject GateType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "mpicoll.engine._gate.Gate",
     .tp_doc = "Gate(fallback, declined, entry, likeness=None): the replay "
@@ -518,8 +516,8 @@ PyInit__gate(void)
     if (m == NULL)
         return NULL;
     Py_INCREF(&GateType);
-    if (PyModule_AddObject(m, "Gate", (PyObject *)&GateType) < 0) {
-        Py_DECREF(&GateType);
+    if (PyModule_AddObject(m, "Gate", (PyObject *)&GateType) < 0 ||
+            face_ready(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

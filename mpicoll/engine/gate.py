@@ -118,3 +118,9 @@ def spec_holds(spec, first, copy, dtype) -> bool:
 
 
 FastGate = accelerated("mpicoll.engine._gate", "Gate", Gate)
+
+#: ``mpicoll.engine._gate.Face`` (a face method that offers its memo to the
+#: gate itself, :mod:`mpicoll.api.faces`) and its marker of a parameter
+#: without a default; None where the Python twins run
+FastFace = accelerated("mpicoll.engine._gate", "Face", None)
+REQUIRED = accelerated("mpicoll.engine._gate", "REQUIRED", None)

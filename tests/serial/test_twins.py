@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import array
 import importlib
+import inspect
 import mmap
 import sys
 import sysconfig
@@ -470,11 +471,11 @@ def python_frames(call) -> list[str]:
 @pytest.mark.skipif(C_GATE is None or C_KEYS is None or C_STAMPED is None
                     or pure(), reason="the Python twins run")
 @pytest.mark.parametrize("form", ["same", "relisted", "tutorial", "new"])
-def test_a_repeated_call_runs_no_python_past_the_face(form):
+def test_a_repeated_call_runs_no_python(form):
     """With the C twins, a replayed call (the same objects; a new list of
     the kept items, reused or made in every call) and one run by likeness
-    (new objects alike) run the face method and nothing else in Python,
-    flight recorder stamps included."""
+    (new objects alike) run no Python at all (the face method is a
+    ``Face``), flight recorder stamps included."""
     comm = mpicoll.Comm(MPI.COMM_SELF)
     x, y, data = np.ones(4), np.zeros(4), bytearray(8)
     if form == "same":  # (one list over the loop, as mpi4py's demos)
@@ -498,5 +499,107 @@ def test_a_repeated_call_runs_no_python_past_the_face(form):
     for call in calls:
         call()
         call()
-        frames = python_frames(call)
-        assert len(frames) == 1 and frames[0].startswith("Comm."), frames
+        assert python_frames(call) == []
+
+
+FACES = ["Allgather", "Allgatherv", "Allreduce", "Alltoall", "Alltoallv",
+         "Barrier", "Bcast", "Exscan", "Gather", "Gatherv", "Reduce",
+         "Reduce_scatter", "Reduce_scatter_block", "Scan", "Scatter",
+         "Scatterv"]
+c_faces = pytest.mark.skipif(gate_module.FastFace is None,
+                             reason="the Python twins run")
+
+
+@c_faces
+def test_every_blocking_collective_is_a_face():
+    faces = [name for name in dir(mpicoll.Comm)
+             if type(getattr(mpicoll.Comm, name)) is gate_module.FastFace]
+    assert faces == FACES
+    bcast = mpicoll.Comm.Bcast
+    assert bcast.__name__ == "Bcast" and bcast.__qualname__ == "Comm.Bcast"
+    assert str(inspect.signature(bcast)) == \
+        "(self, buf, root=0, *, algorithm='auto')"
+
+
+X = "the buffer"  # stands for it in BINDINGS
+BINDINGS = [  # (args, kwargs, refused)
+    ((), {}, True), ((X,), {}, False), ((X, 0, 1), {}, True),
+    ((X,), {"rot": 0}, True), ((X, 0), {"root": 0}, True),
+    ((), {"buf": X, "algorithm": "auto"}, False),
+    ((X, 0), {"algorithm": "auto", "extra": 1}, True)]
+
+
+@pytest.mark.parametrize("args, kwargs, refused", BINDINGS)
+def test_a_face_refuses_what_its_method_refuses(args, kwargs, refused):
+    """Missing, extra, unknown and repeated arguments: the same error as
+    the Python method's (which the Face calls for them)."""
+    comm = mpicoll.Comm(MPI.COMM_SELF)
+    x = np.zeros(4)
+    args = tuple(x if a is X else a for a in args)
+    kwargs = {k: x if v is X else v for k, v in kwargs.items()}
+    function = getattr(mpicoll.Comm.Bcast, "__wrapped__",
+                       mpicoll.Comm.Bcast)
+    errors = []
+    for call in (comm.Bcast, lambda *a, **k: function(comm, *a, **k)):
+        for _ in range(2):  # (and once kept)
+            try:
+                call(*args, **kwargs)
+                errors.append(None)
+            except TypeError as e:
+                errors.append(str(e))
+    assert errors[:2] == errors[2:]
+    assert (errors[0] is not None) is refused
+
+
+def test_keywords_bind_as_positions():
+    comm, raw = mpicoll.Comm(MPI.COMM_SELF), MPI.COMM_SELF
+    x, y = np.arange(4.0), np.zeros(4)
+    for _ in range(3):  # parsed, replayed, replayed
+        y[:] = 0
+        comm.Allreduce(recvbuf=y, sendbuf=x, op=MPI.MAX, algorithm="auto")
+        assert (y == x).all()
+        comm.Bcast(buf=x, root=0)
+        comm.Reduce(x, y, root=0, op=MPI.SUM)
+    z = np.zeros(4)
+    raw.Reduce(x, z, root=0, op=MPI.SUM)
+    assert (y == z).all()
+
+
+def test_each_call_is_numbered_once():
+    """A Face's miss calls the method, whose own offer the gate answers
+    at once: a first call and a replay each take one number."""
+    comm = mpicoll.Comm(MPI.COMM_SELF)
+    x, y = np.ones(4), np.zeros(4)
+    rec = comm._engine.recorder
+    before = rec.seq
+    for n in range(1, 4):
+        comm.Allreduce(x, y, MPI.SUM)
+        assert rec.seq == before + n
+
+
+def test_a_method_that_does_more_keeps_its_python():
+    from mpicoll.api.faces import memo_sources
+
+    def offers(self, buf, root=0, *, algorithm="auto"):
+        if not self._replayed("Bcast", algorithm, buf, root):
+            pass
+
+    def more(self, buf, root=0, *, algorithm="auto"):
+        self._where("bcast")
+        self._replayed("Bcast", algorithm, buf, root)
+
+    def other_keyword(self, buf, *, algorithm="auto", stream=None):
+        self._replayed("Bcast", algorithm, buf)
+
+    def returns(self, buf, *, algorithm="auto"):
+        return self._replayed("Bcast", algorithm, buf)
+
+    assert memo_sources(offers)[1:] == (
+        (REQUIRED_OR_NONE, 0), "auto",
+        (("Bcast",), 2, 0, 1, (None,), (None,)))
+    assert memo_sources(more) is None
+    assert memo_sources(other_keyword) is None
+    assert memo_sources(returns) is None
+
+
+REQUIRED_OR_NONE = gate_module.REQUIRED
