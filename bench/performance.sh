@@ -22,7 +22,8 @@
 #   new-arrays-n2             bench/new_arrays.py
 #   osu-n2-C                  bench/osu_check.py for C = allreduce, bcast
 #   wrap-demos-n2, wrap-forms-n2   bench/wrap_cost.py demos, forms
-#   wrap-instructions         bench/wrap_instructions.py (with valgrind)
+#   wrap-instructions(-pure)  bench/wrap_instructions.py (with valgrind),
+#                             with the C twins and with MPICOLL_PURE=1
 #   device-model-n1, -n2      bench/device_model.py: small staged calls on
 #                             the host model of CUDA, their time split
 #   overlap-n2-model-A        bench/overlap.py --device model, A = ring,
@@ -109,6 +110,8 @@ record wrap-demos-n2 on2 bench/wrap_cost.py demos
 record wrap-forms-n2 on2 bench/wrap_cost.py forms
 if command -v valgrind > /dev/null; then
     record wrap-instructions "$py" bench/wrap_instructions.py
+    record wrap-instructions-pure env MPICOLL_PURE=1 "$py" \
+        bench/wrap_instructions.py
 fi
 record device-model-n1 "$mpiexec" -n 1 "$py" -m mpi4py bench/device_model.py
 record device-model-n2 on2 bench/device_model.py

@@ -6,8 +6,8 @@
  * same objects, or message specs holding the same items); if so
  * the gate runs the entry's kept run and answers True, with nothing
  * made in Python between the face method and mpi4py's own call. On a
- * miss, a call on objects neither in the replay table nor message specs
- * is looked up by its likeness key (mpicoll.engine.likeness) and, where
+ * miss, a call whose objects (or message specs' items) are not in the
+ * replay table is looked up by its likeness key (mpicoll.engine.likeness) and, where
  * the kept call is a library call without a count agreement whose send
  * and receive buffers are apart, made here (stamped, with the caller's
  * new objects); other kept calls go to Likeness.alike, and message specs
@@ -259,32 +259,60 @@ out:
     return done;
 }
 
+static int
+is_spec(PyObject *obj)
+{
+    return PyList_CheckExact(obj) || PyTuple_CheckExact(obj);
+}
+
+/* 1: the replay table holds an entry at the call's key (items: at its
+ * second key, where buf or a is a message spec: the ids of their first
+ * items, as mpicoll.engine.replay's _items_key); 0: not; -1: an error */
+static int
+in_table(PyObject *replays, PyObject *const *objects, int items)
+{
+    PyObject *key = PyTuple_New(items ? 3 : 2);
+    if (key == NULL)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        PyObject *obj = objects[i];
+        if (items && is_spec(obj) && PySequence_Fast_GET_SIZE(obj) > 0)
+            obj = PySequence_Fast_GET_ITEM(obj, 0);
+        PyObject *id = PyLong_FromVoidPtr(obj);
+        if (id == NULL) {
+            Py_DECREF(key);
+            return -1;
+        }
+        PyTuple_SET_ITEM(key, i, id);
+    }
+    if (items) {
+        PyObject *kinds = PyTuple_Pack(2, (PyObject *)&PyList_Type,
+                                       (PyObject *)&PyTuple_Type);
+        if (kinds == NULL) {
+            Py_DECREF(key);
+            return -1;
+        }
+        PyTuple_SET_ITEM(key, 2, kinds);
+    }
+    int known = PyDict_Contains(replays, key);
+    Py_DECREF(key);
+    return known;
+}
+
 /* A miss: the call kept by likeness run at once where it is simple (see
- * made), else the answer of the Python twin's path: fallback (message
- * specs, objects in the replay table) or Likeness.alike */
+ * made), else the answer of the Python twin's path: fallback (objects,
+ * or a message spec's items, in the replay table) or Likeness.alike */
 static PyObject *
 missed(Gate *g, PyObject *name, PyObject *algorithm,
        PyObject *const *objects)
 {
     PyObject *full[] = {name, algorithm, objects[0], objects[1], objects[2],
                         objects[3]};
-    if (g->kinds == NULL || PyList_CheckExact(objects[0]) ||
-            PyTuple_CheckExact(objects[0]) || PyList_CheckExact(objects[1]) ||
-            PyTuple_CheckExact(objects[1]))
+    if (g->kinds == NULL)
         return PyObject_Vectorcall(g->fallback, full, 6, NULL);
-    PyObject *ids = PyTuple_New(2);  /* (id(buf), id(a)) */
-    if (ids == NULL)
-        return NULL;
-    for (int i = 0; i < 2; i++) {
-        PyObject *id = PyLong_FromVoidPtr(objects[i]);
-        if (id == NULL) {
-            Py_DECREF(ids);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(ids, i, id);
-    }
-    int known = PyDict_Contains(g->replays, ids);
-    Py_DECREF(ids);
+    int known = in_table(g->replays, objects, 0);
+    if (known == 0 && (is_spec(objects[0]) || is_spec(objects[1])))
+        known = in_table(g->replays, objects, 1);
     if (known < 0)
         return NULL;
     if (known)

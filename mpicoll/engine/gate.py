@@ -5,8 +5,8 @@ c)`` to its engine's :class:`Gate` (``Engine.replayed``). The gate holds
 the *entry* of the call last kept or replayed
 (:mod:`mpicoll.engine.replay` lays it out and sets it); if this call is
 that very call on those very objects, the gate runs the entry's kept run
-and answers True. Otherwise, where neither ``buf`` nor ``a`` is a
-message spec or an object of the replay table, the call may be one kept
+and answers True. Otherwise, where neither ``buf`` and ``a`` nor their
+items (message specs) are in the replay table, the call may be one kept
 by its likeness (:mod:`mpicoll.engine.likeness`): the gate asks the
 engine's ``Likeness.alike`` (the C twin makes a simple kept library call
 itself: no count agreement, send and receive buffers apart). Else it
@@ -40,12 +40,11 @@ from mpicoll.guard.twins import accelerated
 
 class Gate:
     """The replay gate (see the module docstring): ``fallback(name,
-    algorithm, buf, a, b, c)`` answers a miss, or where ``likeness`` (the
-    engine's :class:`~mpicoll.engine.likeness.Likeness`) is given and
-    neither ``buf`` nor ``a`` is a message spec or in its replay table
-    (``_replays``, at their ids), ``likeness.alike`` does (in C, with the
-    library's call of a simple kept call made at once: :data:`FastGate`);
-    ``entry`` is the 13-tuple
+    algorithm, buf, a, b, c)`` answers a miss, or, where ``likeness``
+    (the engine's :class:`~mpicoll.engine.likeness.Likeness`) is given
+    and neither ``buf`` and ``a`` nor their items (message specs) are in
+    its replay table (``_replays``), ``likeness.alike`` does (the C twin
+    makes a simple kept library call itself); ``entry`` is the 13-tuple
     of the call last kept or replayed: ``buf, a, b, c, name, algorithm,
     first, dtype1, second, dtype2, held, specs, run`` (the kept arrays
     and their dtypes, or a stand-in whose dtype is None; ``held``: None,
@@ -86,13 +85,26 @@ class Gate:
                     return False
                 return True
         lk = self.likeness
-        if lk is None or type(buf) in _SPEC or type(a) in _SPEC or \
-                (id(buf), id(a)) in lk._replays:
+        if lk is None or (id(buf), id(a)) in lk._replays or (
+                (type(buf) in _SPEC or type(a) in _SPEC) and
+                items_key(buf, a) in lk._replays):
             return self.fallback(name, algorithm, buf, a, b, c)
         return lk.alike(name, algorithm, buf, a, b, c)
 
 
 _SPEC = (list, tuple)
+
+
+def items_key(buf, a) -> tuple:
+    """A replay entry's second key, where ``buf`` or ``a`` is a message
+    spec (a list or tuple): the id of each one's first item (its buffer)
+    in place of its own, so that a new list of the same items finds the
+    entry of the first (the entry's check then compares every item)."""
+    if type(buf) in _SPEC and buf:
+        buf = buf[0]
+    if type(a) in _SPEC and a:
+        a = a[0]
+    return id(buf), id(a), _SPEC
 
 
 def _same_but_specs(held, kept: tuple, objects: tuple) -> bool:

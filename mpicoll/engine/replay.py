@@ -45,7 +45,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll.engine.agreeing import Declined
-from mpicoll.engine.gate import FastGate, spec_holds
+from mpicoll.engine.gate import FastGate, items_key, spec_holds
 from mpicoll.engine.likeness import Likeness
 from mpicoll.engine.work import Work
 
@@ -128,7 +128,7 @@ class Replays(Likeness):
         another call's entry at either."""
         key = (id(buf), id(a))
         if type(buf) in _SPEC or type(a) in _SPEC:
-            items = _items_key(buf, a)
+            items = items_key(buf, a)
             places = (items, key, (items, name, algorithm),
                       (key, name, algorithm))
         else:
@@ -184,7 +184,7 @@ class Replays(Likeness):
                  second.dtype, held, specs, run)
         places = [(id(buf), id(a))]
         if specs is not None and (type(buf) in _SPEC or type(a) in _SPEC):
-            places.append(_items_key(buf, a))
+            places.append(items_key(buf, a))
         for key in places:
             held = table.get(key)
             if held is not None and (held[4] != name or held[5] != algorithm):
@@ -204,18 +204,6 @@ class Replays(Likeness):
 
 
 _SPEC = (list, tuple)
-
-
-def _items_key(buf, a) -> tuple:
-    """An entry's second key, where ``buf`` or ``a`` is a message spec (a
-    list or tuple): the id of each one's first item (its buffer) in place
-    of its own, so that a new list of the same items finds the entry of
-    the first (the entry's check then compares every item)."""
-    if (type(buf) is list or type(buf) is tuple) and buf:
-        buf = buf[0]
-    if (type(a) is list or type(a) is tuple) and a:
-        a = a[0]
-    return id(buf), id(a), _SPEC
 
 
 def spec_copy(obj):

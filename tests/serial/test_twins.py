@@ -415,16 +415,20 @@ def test_new_objects_alike_make_the_kept_call(Gate):
 
 
 @pytest.mark.parametrize("Gate", GATES)
-def test_specs_and_kept_objects_go_to_the_fallback(Gate):
+def test_kept_objects_and_items_go_to_the_fallback(Gate):
     x = np.zeros(4)
     g, calls, kept = a_likeness_gate(Gate, ("Bcast", "auto", x, 0, None,
                                             None))
     kept._replays[(id(x), id(0))] = "an entry"
     assert g("Bcast", "auto", x, 0) is False  # the fallback's answer
-    spec = [np.ones(4), 4, MPI.DOUBLE]
+    y = np.ones(4)
+    kept._replays[(id(y), id(0), (list, tuple))] = "an entry by items"
+    spec = [y, 4, MPI.DOUBLE]
     assert g("Bcast", "auto", spec, 0) is False
     assert [memo[2] for memo in calls.fallbacks] == [x, spec]
-    assert kept.made == []
+    # a spec of other items: looked up by likeness (none kept: False)
+    assert g("Bcast", "auto", [np.ones(4), 4, MPI.DOUBLE], 0) is False
+    assert len(calls.fallbacks) == 2 and kept.made == []
 
 
 @pytest.mark.parametrize("Gate", GATES)
@@ -495,7 +499,8 @@ def test_a_repeated_call_runs_no_python(form):
                                         MPI.SUM))
     else:
         calls = (lambda: comm.Allreduce(x[:4], y[:4], MPI.SUM),
-                 lambda: comm.Bcast(memoryview(data)[:8], 0))
+                 lambda: comm.Bcast(memoryview(data)[:8], 0),
+                 lambda: comm.Bcast([memoryview(data)[:8], 8, MPI.BYTE], 0))
     for call in calls:
         call()
         call()
