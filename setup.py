@@ -12,6 +12,7 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[
     Extension("mpicoll.engine._gate", ["mpicoll/engine/_gate.c",
+                                       "mpicoll/engine/_alike.c",
                                        "mpicoll/engine/_face.c"],
               depends=["mpicoll/engine/_gate.h"], optional=True),
     Extension("mpicoll.engine._likeness", ["mpicoll/engine/_likeness.c"],

@@ -1,25 +1,19 @@
 /* The replay gate in C: mpicoll.engine.gate.Gate's accelerated twin.
  *
- * A face method asks the gate whether its call (name, algorithm= and up
- * to four argument objects) is the very call last kept or replayed
- * (the gate's ``entry``, a 13-tuple set by mpicoll.engine.replay: the
- * same objects, or message specs holding the same items); if so
- * the gate runs the entry's kept run and answers True, with nothing
- * made in Python between the face method and mpi4py's own call. On a
- * miss, a call whose objects (or message specs' items) are not in the
- * replay table is looked up by its likeness key (mpicoll.engine.likeness) and, where
- * the kept call is a library call without a count agreement whose send
- * and receive buffers are apart, made here (stamped, with the caller's
- * new objects); other kept calls go to Likeness.alike, and message specs
- * and objects of the table to ``fallback`` (the table lookups, in
- * Python).
+ * A face method (or its C Face, _face.c) asks the gate whether its call
+ * (name, algorithm= and up to four argument objects) is the very call
+ * last kept or replayed (the gate's ``entry``, a 13-tuple set by
+ * mpicoll.engine.replay: the same objects, or message specs holding the
+ * same items); if so the gate runs the entry's kept run and answers
+ * True, with nothing made in Python on the way to mpi4py's own call. A
+ * miss goes down the likeness path (_alike.c), or to ``fallback`` (the
+ * replay table's lookups, in Python).
  *
  * The checks are those of the Python twin, item for item (identity of
  * the name, algorithm and objects other than message specs; each kept
  * array's dtype; what each message spec holds, as spec_holds); an
- * exception the run raises
- * propagates, except the engine's ``Declined`` (another rank's counts
- * changed), which answers False.
+ * exception the run raises propagates, except the engine's ``Declined``
+ * (another rank's counts changed), which answers False.
  *
  * Cost: one vectorcall into C, a dozen pointer comparisons, a dtype read
  * per kept array and a list comparison per spec, and the run's own
@@ -33,10 +27,8 @@
 enum { BUF, A, B, C, NAME, ALG, FIRST, DTYPE1, SECOND, DTYPE2, HELD, SPECS,
        RUN, ENTRY_LEN };
 
-static PyObject *str_dtype, *str_agreement, *str_flat, *str_slots,
-                *str_pair, *str_stamped, *str_undo;
+static PyObject *str_dtype;
 
-enum { RAN, MISSED, DECLINED, FAILED };  /* what gate_try did */
 
 /* 1: the attribute dtype of obj is kept (a kept None: obj is no array,
  * whose dtype is always None); 0: not, or it raised (cleared) */
@@ -119,9 +111,17 @@ spec_at(PyObject *held, Py_ssize_t i)
     return 0;
 }
 
+PyObject *
+answer(int done)
+{
+    if (done == FAILED)
+        return NULL;
+    return Py_NewRef(done == RAN ? Py_True : Py_False);
+}
+
 /* What a call that returned ``result`` (NULL: it raised) did: RAN,
  * DECLINED (it raised ``declined``: cleared) or FAILED */
-static int
+int
 outcome(PyObject *result, PyObject *declined)
 {
     if (result != NULL) {
@@ -160,189 +160,6 @@ gate_try(Gate *g, PyObject *name, PyObject *algorithm,
     return ran;
 }
 
-/* 1: the buffers x and y (each exporting one contiguous buffer) do not
- * overlap; 0: they do, or either exports none (error cleared) */
-static int
-apart(PyObject *x, PyObject *y)
-{
-    Py_buffer bx, by;
-    if (PyObject_GetBuffer(x, &bx, PyBUF_ANY_CONTIGUOUS) < 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (PyObject_GetBuffer(y, &by, PyBUF_ANY_CONTIGUOUS) < 0) {
-        PyErr_Clear();
-        PyBuffer_Release(&bx);
-        return 0;
-    }
-    char *lo = bx.buf, *hi = by.buf;
-    int overlap = lo < hi + by.len && hi < lo + bx.len;
-    PyBuffer_Release(&bx);
-    PyBuffer_Release(&by);
-    return !overlap;
-}
-
-/* attribute ``name`` of obj is None (1), is not (0), or raised (-1) */
-static int
-is_none(PyObject *obj, PyObject *name)
-{
-    PyObject *value = PyObject_GetAttr(obj, name);
-    if (value == NULL)
-        return -1;
-    Py_DECREF(value);
-    return value == Py_None;
-}
-
-/* Make ``kept`` (an _Alike of mpicoll.engine.likeness) on the call's
- * objects as its made() does, where it is a library call without a count
- * agreement whose send and receive buffers (if it has both) are apart:
- * RAN, DECLINED (mpi4py refused the arguments: undone), FAILED, or
- * MISSED (not such a call: Likeness.alike decides) */
-static int
-made(Gate *g, PyObject *kept, PyObject *const *objects)
-{
-    int simple = is_none(kept, str_agreement);
-    if (simple == 1) {
-        PyObject *flat = PyObject_GetAttr(kept, str_flat);
-        simple = flat == NULL ? -1 : flat == Py_False;
-        Py_XDECREF(flat);
-    }
-    if (simple != 1)
-        return simple < 0 ? FAILED : MISSED;
-    PyObject *pair = PyObject_GetAttr(kept, str_pair);
-    PyObject *slots = PyObject_GetAttr(kept, str_slots);
-    PyObject *stamped = PyObject_GetAttr(kept, str_stamped);
-    int done = FAILED;
-    if (pair == NULL || slots == NULL || stamped == NULL)
-        goto out;
-    done = MISSED;
-    if (!PyTuple_CheckExact(slots) || PyTuple_GET_SIZE(slots) > 4 ||
-            (pair != Py_None && (!PyTuple_CheckExact(pair) ||
-                                 PyTuple_GET_SIZE(pair) != 2)))
-        goto out;
-    PyObject *args[4];
-    Py_ssize_t n = PyTuple_GET_SIZE(slots);
-    for (Py_ssize_t k = 0; k < n + (pair != Py_None ? 2 : 0); k++) {
-        PyObject *at = k < n ? PyTuple_GET_ITEM(slots, k) :
-            PyTuple_GET_ITEM(pair, k - n);
-        Py_ssize_t i = PyLong_Check(at) ? PyLong_AsSsize_t(at) : -1;
-        if (i < 0 || i > 3) {
-            PyErr_Clear();
-            goto out;
-        }
-        if (k < n)
-            args[k] = objects[i];
-    }
-    if (pair != Py_None &&
-            !apart(objects[PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0))],
-                   objects[PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 1))]))
-        goto out;  /* overlapping, or not plain buffers: alike() says */
-    done = outcome(PyObject_Vectorcall(stamped, args, n, NULL), g->refused);
-    if (done == DECLINED) {
-        PyObject *undo = PyObject_GetAttr(kept, str_undo);
-        if (undo == NULL) {
-            done = FAILED;
-        } else {
-            if (undo != Py_None) {
-                PyObject *r = PyObject_CallNoArgs(undo);
-                if (r == NULL)
-                    done = FAILED;
-                Py_XDECREF(r);
-            }
-            Py_DECREF(undo);
-        }
-    }
-out:
-    Py_XDECREF(pair);
-    Py_XDECREF(slots);
-    Py_XDECREF(stamped);
-    return done;
-}
-
-static int
-is_spec(PyObject *obj)
-{
-    return PyList_CheckExact(obj) || PyTuple_CheckExact(obj);
-}
-
-/* 1: the replay table holds an entry at the call's key (items: at its
- * second key, where buf or a is a message spec: the ids of their first
- * items, as mpicoll.engine.replay's _items_key); 0: not; -1: an error */
-static int
-in_table(PyObject *replays, PyObject *const *objects, int items)
-{
-    PyObject *key = PyTuple_New(items ? 3 : 2);
-    if (key == NULL)
-        return -1;
-    for (int i = 0; i < 2; i++) {
-        PyObject *obj = objects[i];
-        if (items && is_spec(obj) && PySequence_Fast_GET_SIZE(obj) > 0)
-            obj = PySequence_Fast_GET_ITEM(obj, 0);
-        PyObject *id = PyLong_FromVoidPtr(obj);
-        if (id == NULL) {
-            Py_DECREF(key);
-            return -1;
-        }
-        PyTuple_SET_ITEM(key, i, id);
-    }
-    if (items) {
-        PyObject *kinds = PyTuple_Pack(2, (PyObject *)&PyList_Type,
-                                       (PyObject *)&PyTuple_Type);
-        if (kinds == NULL) {
-            Py_DECREF(key);
-            return -1;
-        }
-        PyTuple_SET_ITEM(key, 2, kinds);
-    }
-    int known = PyDict_Contains(replays, key);
-    Py_DECREF(key);
-    return known;
-}
-
-/* A miss: the call kept by likeness run at once where it is simple (see
- * made), else the answer of the Python twin's path: fallback (objects,
- * or a message spec's items, in the replay table) or Likeness.alike */
-static PyObject *
-missed(Gate *g, PyObject *name, PyObject *algorithm,
-       PyObject *const *objects)
-{
-    PyObject *full[] = {name, algorithm, objects[0], objects[1], objects[2],
-                        objects[3]};
-    if (g->kinds == NULL)
-        return PyObject_Vectorcall(g->fallback, full, 6, NULL);
-    int known = in_table(g->replays, objects, 0);
-    if (known == 0 && (is_spec(objects[0]) || is_spec(objects[1])))
-        known = in_table(g->replays, objects, 1);
-    if (known < 0)
-        return NULL;
-    if (known)
-        return PyObject_Vectorcall(g->fallback, full, 6, NULL);
-    if (PyDict_GET_SIZE(g->kinds) == 0)
-        Py_RETURN_FALSE;
-    PyObject *key = PyObject_Vectorcall(g->key, full, 6, NULL);
-    if (key == NULL)
-        return NULL;
-    PyObject *kept = PyDict_GetItemWithError(g->kinds, key);  /* borrowed */
-    Py_DECREF(key);
-    if (kept == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        Py_RETURN_FALSE;
-    }
-    Py_INCREF(kept);  /* the call may drop it from the table */
-    int done = made(g, kept, objects);
-    Py_DECREF(kept);
-    switch (done) {
-    case RAN:
-        Py_RETURN_TRUE;
-    case DECLINED:
-        Py_RETURN_FALSE;
-    case FAILED:
-        return NULL;
-    }
-    return PyObject_Vectorcall(g->alike, full, 6, NULL);
-}
-
 static PyObject *
 gate_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
                 PyObject *kwnames)
@@ -369,14 +186,9 @@ gate_answer(Gate *g, PyObject *name, PyObject *algorithm,
         g->pass_once = 0;
         Py_RETURN_FALSE;
     }
-    switch (gate_try(g, name, algorithm, objects)) {
-    case RAN:
-        Py_RETURN_TRUE;
-    case DECLINED:
-        Py_RETURN_FALSE;
-    case FAILED:
-        return NULL;
-    }
+    int done = gate_try(g, name, algorithm, objects);
+    if (done != MISSED)
+        return answer(done);
     return missed(g, name, algorithm, objects);
 }
 
@@ -530,15 +342,7 @@ PyMODINIT_FUNC
 PyInit__gate(void)
 {
     str_dtype = PyUnicode_InternFromString("dtype");
-    str_agreement = PyUnicode_InternFromString("agreement");
-    str_flat = PyUnicode_InternFromString("flat");
-    str_slots = PyUnicode_InternFromString("slots");
-    str_pair = PyUnicode_InternFromString("pair");
-    str_stamped = PyUnicode_InternFromString("stamped");
-    str_undo = PyUnicode_InternFromString("undo");
-    if (!str_dtype || !str_agreement || !str_flat || !str_slots ||
-            !str_pair || !str_stamped || !str_undo ||
-            PyType_Ready(&GateType) < 0)
+    if (!str_dtype || alike_ready() < 0 || PyType_Ready(&GateType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

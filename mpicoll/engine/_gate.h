@@ -1,5 +1,6 @@
-/* What mpicoll.engine._gate's two sources share: the replay gate (_gate.c)
- * and the face method that calls it without a Python frame (_face.c). */
+/* What mpicoll.engine._gate's sources share: the replay gate (_gate.c),
+ * its miss path by likeness (_alike.c) and the face method that calls it
+ * without a Python frame (_face.c). */
 
 #ifndef MPICOLL_GATE_H
 #define MPICOLL_GATE_H
@@ -21,6 +22,23 @@ typedef struct {
 } Gate;
 
 extern PyTypeObject GateType;
+
+/* what trying a kept call did */
+enum { RAN, MISSED, DECLINED, FAILED };
+
+/* What a call that returned ``result`` (NULL: it raised) did: RAN,
+ * DECLINED (it raised ``declined``: cleared) or FAILED (_gate.c) */
+int outcome(PyObject *result, PyObject *declined);
+
+/* The gate's answer for RAN (Py_True), DECLINED (Py_False) or FAILED
+ * (NULL: the error set) */
+PyObject *answer(int done);
+
+/* The gate's answer to a call that missed its entry (_alike.c), and that
+ * file's setup: 0, or -1 */
+PyObject *missed(Gate *g, PyObject *name, PyObject *algorithm,
+                 PyObject *const *objects);
+int alike_ready(void);
 
 /* Face ready and added to the module (with REQUIRED): 0, or -1 */
 int face_ready(PyObject *module);
