@@ -8,15 +8,29 @@ where a compiler is missing the build skips them and mpicoll runs the
 Python twins (``MPICOLL_PURE=1`` does too).
 """
 
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
 from setuptools import Extension, setup
 
+# the C twins' contract with their Python callers, written once
+TWINS = Path(__file__).parent / "mpicoll" / "guard" / "twins.py"
+VERSION = re.search(r"^TWIN_VERSION = (\d+)$", TWINS.read_text(),
+                    re.MULTILINE).group(1)
+
+
+def twin(name: str, sources: list[str], **options) -> Extension:
+    return Extension(name, sources, optional=True,
+                     define_macros=[("TWIN_VERSION", VERSION)], **options)
+
+
 setup(ext_modules=[
-    Extension("mpicoll.engine._gate", ["mpicoll/engine/_gate.c",
-                                       "mpicoll/engine/_alike.c",
-                                       "mpicoll/engine/_face.c"],
-              depends=["mpicoll/engine/_gate.h"], optional=True),
-    Extension("mpicoll.engine._likeness", ["mpicoll/engine/_likeness.c"],
-              optional=True),
-    Extension("mpicoll.guard._stamp", ["mpicoll/guard/_stamp.c"],
-              optional=True),
+    twin("mpicoll.engine._gate", ["mpicoll/engine/_gate.c",
+                                  "mpicoll/engine/_alike.c",
+                                  "mpicoll/engine/_face.c"],
+         depends=["mpicoll/engine/_gate.h"]),
+    twin("mpicoll.engine._likeness", ["mpicoll/engine/_likeness.c"]),
+    twin("mpicoll.guard._stamp", ["mpicoll/guard/_stamp.c"]),
 ])

@@ -116,7 +116,9 @@ answer(int done)
 {
     if (done == FAILED)
         return NULL;
-    return Py_NewRef(done == RAN ? Py_True : Py_False);
+    PyObject *answered = done == RAN ? Py_True : Py_False;
+    Py_INCREF(answered);
+    return answered;
 }
 
 /* What a call that returned ``result`` (NULL: it raised) did: RAN,
@@ -347,6 +349,10 @@ PyInit__gate(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
+    if (PyModule_AddIntConstant(m, "TWIN_VERSION", TWIN_VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&GateType);
     if (PyModule_AddObject(m, "Gate", (PyObject *)&GateType) < 0 ||
             face_ready(m) < 0) {

@@ -8,6 +8,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+/* TWIN_VERSION: mpicoll.guard.twins's, passed by setup.py */
+
 typedef struct {
     PyObject_HEAD
     PyObject *entry;     /* a tuple of ENTRY_LEN items */

@@ -21,6 +21,8 @@
 #include <Python.h>
 #include <stddef.h>
 
+/* TWIN_VERSION: mpicoll.guard.twins's, passed by setup.py */
+
 typedef struct {
     PyObject_HEAD
     PyObject *other;  /* other(obj): the likeness of an unknown buffer */
@@ -254,6 +256,10 @@ PyInit__likeness(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
+    if (PyModule_AddIntConstant(m, "TWIN_VERSION", TWIN_VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&KeysType);
     if (PyModule_AddObject(m, "Keys", (PyObject *)&KeysType) < 0) {
         Py_DECREF(&KeysType);

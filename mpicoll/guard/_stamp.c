@@ -20,6 +20,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stddef.h>
+
+/* TWIN_VERSION: mpicoll.guard.twins's, passed by setup.py */
 #include <structmember.h>
 #include <time.h>
 
@@ -254,6 +256,10 @@ PyInit__stamp(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
+    if (PyModule_AddIntConstant(m, "TWIN_VERSION", TWIN_VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&StampedType);
     if (PyModule_AddObject(m, "Stamped", (PyObject *)&StampedType) < 0) {
         Py_DECREF(&StampedType);

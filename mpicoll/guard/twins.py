@@ -8,7 +8,8 @@ built with the package where a compiler is present
 does, check for check and stamp for stamp (tests/serial/test_twins.py
 runs both on the same cases); the C one only runs no Python frame.
 ``MPICOLL_PURE=1`` runs the Python twins, as does an installation built
-without a compiler.
+without a compiler, or one whose C modules were built for another
+:data:`TWIN_VERSION` (reinstall to rebuild them).
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ import importlib
 import os
 
 PURE_VAR = "MPICOLL_PURE"
+#: the contract between the C twins and their Python callers; each C
+#: module says which it was built for (its ``TWIN_VERSION``), and one
+#: built for another (a stale build beside newer sources) is not used
+TWIN_VERSION = 1
 
 
 def pure() -> bool:
@@ -30,6 +35,9 @@ def accelerated(module: str, name: str, twin):
     if pure():
         return twin
     try:
-        return getattr(importlib.import_module(module), name)
+        built = importlib.import_module(module)
     except ImportError:  # built without a compiler
         return twin
+    if getattr(built, "TWIN_VERSION", None) != TWIN_VERSION:
+        return twin  # a stale build: pip install again to rebuild it
+    return getattr(built, name)

@@ -608,3 +608,16 @@ def test_a_method_that_does_more_keeps_its_python():
 
 
 REQUIRED_OR_NONE = gate_module.REQUIRED
+
+
+@pytest.mark.skipif(C_GATE is None, reason="built without a compiler")
+def test_a_stale_build_is_not_used(monkeypatch):
+    """A C module built for another TWIN_VERSION (sources newer than the
+    build) leaves the Python twin in place."""
+    from mpicoll.guard import twins
+
+    built = importlib.import_module("mpicoll.engine._gate")
+    monkeypatch.delenv(twins.PURE_VAR, raising=False)
+    assert twins.accelerated("mpicoll.engine._gate", "Gate", None) is C_GATE
+    monkeypatch.setattr(built, "TWIN_VERSION", twins.TWIN_VERSION + 1)
+    assert twins.accelerated("mpicoll.engine._gate", "Gate", None) is None
