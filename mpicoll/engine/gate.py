@@ -86,13 +86,14 @@ class Gate:
                 return True
         lk = self.likeness
         if lk is None or (id(buf), id(a)) in lk._replays or (
-                (type(buf) in _SPEC or type(a) in _SPEC) and
+                (type(buf) in SPEC_TYPES or type(a) in SPEC_TYPES) and
                 items_key(buf, a) in lk._replays):
             return self.fallback(name, algorithm, buf, a, b, c)
         return lk.alike(name, algorithm, buf, a, b, c)
 
 
-_SPEC = (list, tuple)
+#: the types of a message spec (``[buf, count, TYPE]``, ``(buf, TYPE)``)
+SPEC_TYPES = (list, tuple)
 
 
 def items_key(buf, a) -> tuple:
@@ -100,11 +101,11 @@ def items_key(buf, a) -> tuple:
     spec (a list or tuple): the id of each one's first item (its buffer)
     in place of its own, so that a new list of the same items finds the
     entry of the first (the entry's check then compares every item)."""
-    if type(buf) in _SPEC and buf:
+    if type(buf) in SPEC_TYPES and buf:
         buf = buf[0]
-    if type(a) in _SPEC and a:
+    if type(a) in SPEC_TYPES and a:
         a = a[0]
-    return id(buf), id(a), _SPEC
+    return id(buf), id(a), SPEC_TYPES
 
 
 def _same_but_specs(held, kept: tuple, objects: tuple) -> bool:

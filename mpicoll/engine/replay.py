@@ -45,7 +45,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll.engine.agreeing import Declined
-from mpicoll.engine.gate import FastGate, items_key, spec_holds
+from mpicoll.engine.gate import SPEC_TYPES, FastGate, items_key, spec_holds
 from mpicoll.engine.likeness import Likeness
 from mpicoll.engine.work import Work
 
@@ -98,8 +98,8 @@ class Replays(Likeness):
         (:meth:`mpicoll.engine.engine.Engine.prepared`).
         """
         hot = self._gate.entry
-        if (hot[0] is buf and hot[1] is a) or type(buf) in _SPEC or \
-                type(a) in _SPEC or (id(buf), id(a)) in self._replays:
+        if (hot[0] is buf and hot[1] is a) or type(buf) in SPEC_TYPES or \
+                type(a) in SPEC_TYPES or (id(buf), id(a)) in self._replays:
             e = self._found(self._replays, name, algorithm, buf, a, b, c)
             if e is not None:
                 self._gate.entry = e
@@ -127,7 +127,7 @@ class Replays(Likeness):
         are message specs (a new list of the same items), or beside
         another call's entry at either."""
         key = (id(buf), id(a))
-        if type(buf) in _SPEC or type(a) in _SPEC:
+        if type(buf) in SPEC_TYPES or type(a) in SPEC_TYPES:
             items = items_key(buf, a)
             places = (items, key, (items, name, algorithm),
                       (key, name, algorithm))
@@ -183,7 +183,8 @@ class Replays(Likeness):
         entry = (buf, a, b, c, name, algorithm, first, first.dtype, second,
                  second.dtype, held, specs, run)
         places = [(id(buf), id(a))]
-        if specs is not None and (type(buf) in _SPEC or type(a) in _SPEC):
+        if specs is not None and (type(buf) in SPEC_TYPES or
+                                  type(a) in SPEC_TYPES):
             places.append(items_key(buf, a))
         for key in places:
             held = table.get(key)
@@ -203,8 +204,6 @@ class Replays(Likeness):
         self.forget()
 
 
-_SPEC = (list, tuple)
-
 
 def spec_copy(obj):
     """``obj``, or a copy of a message spec (nested lists and tuples
@@ -213,7 +212,7 @@ def spec_copy(obj):
     parsed again, cannot change what a kept entry sends."""
     kind = type(obj)
     if kind is list or kind is tuple:
-        return kind([spec_copy(x) if type(x) in _SPEC else x
+        return kind([spec_copy(x) if type(x) in SPEC_TYPES else x
                      for x in obj])
     return obj
 
@@ -233,9 +232,9 @@ class _Specs:
         """The check of ``objects`` (``buf, a, b, c``), or None where none
         is a spec (the entry then compares them by identity)."""
         specs = tuple((i, _Frozen(o)) for i, o in enumerate(objects)
-                      if type(o) in _SPEC)
+                      if type(o) in SPEC_TYPES)
         others = tuple((i, o) for i, o in enumerate(objects)
-                       if type(o) not in _SPEC)
+                       if type(o) not in SPEC_TYPES)
         return cls(others, specs) if specs else None
 
     def match(self, buf, a, b, c) -> bool:
@@ -286,7 +285,7 @@ class _Frozen:
 def _copied(spec):
     """``spec`` with every list and tuple in it copied (the other items
     held as they are)."""
-    return type(spec)(_copied(x) if type(x) in _SPEC else x for x in spec)
+    return type(spec)(_copied(x) if type(x) in SPEC_TYPES else x for x in spec)
 
 
 def _frozen_counts(obj, first: bool = True) -> bool:
@@ -297,7 +296,8 @@ def _frozen_counts(obj, first: bool = True) -> bool:
     values can change in place."""
     t = type(obj)
     if t is list or t is tuple:
-        return all(_frozen_counts(x, first and i == 0 and type(x) not in _SPEC)
+        return all(_frozen_counts(x, first and i == 0 and
+                                  type(x) not in SPEC_TYPES)
                    for i, x in enumerate(obj))
     return first or t in _IMMUTABLE or isinstance(obj, _IMMUTABLE_KINDS)
 

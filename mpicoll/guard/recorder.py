@@ -224,10 +224,9 @@ class Recorder:
 
 class Stamped:
     """``Stamped(run, note, recorder)(*args)``: ``run(*args)`` numbered
-    and stamped
-    in ``recorder`` as :meth:`Recorder.begin` and :meth:`Recorder.end`
-    would (without a call site), in a few list stores and two clock
-    reads. The Python twin of ``mpicoll.guard._stamp.Stamped``
+    and stamped in ``recorder`` as :meth:`Recorder.begin` and
+    :meth:`Recorder.end` would (without a call site), in a few list stores
+    and two clock reads. The Python twin of ``mpicoll.guard._stamp.Stamped``
     (:mod:`mpicoll.guard.twins`); :data:`FastStamped` is the one that
     runs."""
 

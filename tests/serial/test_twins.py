@@ -600,14 +600,12 @@ def test_a_method_that_does_more_keeps_its_python():
         return self._replayed("Bcast", algorithm, buf)
 
     assert memo_sources(offers)[1:] == (
-        (REQUIRED_OR_NONE, 0), "auto",
+        (gate_module.REQUIRED, 0), "auto",
         (("Bcast",), 2, 0, 1, (None,), (None,)))
     assert memo_sources(more) is None
     assert memo_sources(other_keyword) is None
     assert memo_sources(returns) is None
 
-
-REQUIRED_OR_NONE = gate_module.REQUIRED
 
 
 @pytest.mark.skipif(C_GATE is None, reason="built without a compiler")
