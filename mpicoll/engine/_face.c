@@ -31,6 +31,8 @@ typedef struct {
     PyObject *defaults;  /* their defaults (REQUIRED: none) */
     PyObject *algorithm; /* the default of its keyword algorithm */
     PyObject *sources;   /* where each of the memo's six items comes from */
+    Py_ssize_t source_at[6];  /* sources read: an index, or -1 */
+    PyObject *constant[6];    /* the constant where -1 (borrowed) */
     vectorcallfunc vectorcall;
 } Face;
 
@@ -97,11 +99,9 @@ face_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
         return full(f, args, nargsf, kwnames);
     }
     PyObject *memo[6];
-    for (int j = 0; j < 6; j++) {
-        PyObject *source = PyTuple_GET_ITEM(f->sources, j);
-        memo[j] = PyLong_CheckExact(source) ?
-            values[PyLong_AsSsize_t(source)] : PyTuple_GET_ITEM(source, 0);
-    }
+    for (int j = 0; j < 6; j++)
+        memo[j] = f->source_at[j] < 0 ? f->constant[j] :
+            values[f->source_at[j]];
     Py_INCREF(gate);
     PyObject *answer = gate_answer((Gate *)gate, memo[0], memo[1], memo + 2);
     if (answer == Py_False)
@@ -174,6 +174,13 @@ face_init(PyObject *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(f->defaults, defaults);
     Py_XSETREF(f->algorithm, algorithm);
     Py_XSETREF(f->sources, sources);
+    for (int j = 0; j < 6; j++) {  /* checked: an index, or a 1-tuple */
+        PyObject *source = PyTuple_GET_ITEM(sources, j);
+        f->source_at[j] = PyLong_CheckExact(source) ?
+            PyLong_AsSsize_t(source) : -1;
+        f->constant[j] = PyLong_CheckExact(source) ? NULL :
+            PyTuple_GET_ITEM(source, 0);
+    }
     f->vectorcall = face_vectorcall;
     return 0;
 }

@@ -47,6 +47,45 @@ same_dtype(PyObject *obj, PyObject *kept)
     return same;
 }
 
+/* 1: the sequences spec and copy are equal (spec == copy); 0: not, or
+ * the comparison raised (cleared). Lists and tuples of one type are
+ * compared item by item, identical items equal, as list_richcompare
+ * does; anything else by the rich comparison. */
+static int
+same_items(PyObject *spec, PyObject *copy)
+{
+    if (Py_TYPE(spec) == Py_TYPE(copy) &&
+            (PyList_CheckExact(spec) || PyTuple_CheckExact(spec))) {
+        Py_ssize_t n = Py_SIZE(spec);
+        if (n != Py_SIZE(copy))
+            return 0;
+        PyObject **a = PyList_CheckExact(spec) ?
+            ((PyListObject *)spec)->ob_item : ((PyTupleObject *)spec)->ob_item;
+        PyObject **b = PyList_CheckExact(copy) ?
+            ((PyListObject *)copy)->ob_item : ((PyTupleObject *)copy)->ob_item;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (a[i] == b[i])
+                continue;
+            PyObject *x = a[i], *y = b[i];
+            Py_INCREF(x);  /* the comparison may change the lists */
+            Py_INCREF(y);
+            int same = PyObject_RichCompareBool(x, y, Py_EQ);
+            Py_DECREF(x);
+            Py_DECREF(y);
+            if (same != 1 || n != Py_SIZE(spec) || n != Py_SIZE(copy)) {
+                if (same < 0)
+                    PyErr_Clear();
+                return 0;
+            }
+        }
+        return 1;
+    }
+    int same = PyObject_RichCompareBool(spec, copy, Py_EQ);
+    if (same < 0)
+        PyErr_Clear();
+    return same == 1;
+}
+
 /* spec_holds of mpicoll.engine.gate: 1 if the message spec (a list or
  * tuple) holds what the kept one held (first: its first item, None if it
  * was empty; copy: its items; dtype: its first item's, or None); 0 if
@@ -54,7 +93,8 @@ same_dtype(PyObject *obj, PyObject *kept)
 static int
 spec_holds(PyObject *spec, PyObject *first, PyObject *copy, PyObject *dtype)
 {
-    Py_ssize_t n = PySequence_Size(spec);
+    Py_ssize_t n = PyList_CheckExact(spec) || PyTuple_CheckExact(spec) ?
+        Py_SIZE(spec) : PySequence_Size(spec);
     if (n < 0) {
         PyErr_Clear();
         return 0;
@@ -67,14 +107,8 @@ spec_holds(PyObject *spec, PyObject *first, PyObject *copy, PyObject *dtype)
     }
     PyObject *item = PyList_CheckExact(spec) ? PyList_GET_ITEM(spec, 0) :
         PyTuple_CheckExact(spec) ? PyTuple_GET_ITEM(spec, 0) : NULL;
-    if (item != first)
+    if (item != first || !same_items(spec, copy))
         return 0;
-    int same = PyObject_RichCompareBool(spec, copy, Py_EQ);
-    if (same != 1) {
-        if (same < 0)
-            PyErr_Clear();
-        return 0;
-    }
     return same_dtype(item, dtype);
 }
 

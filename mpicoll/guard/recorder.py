@@ -9,7 +9,8 @@ calls: what each was (a *note*, made once per kind of call and shared by
 its replays), when it began and when it ended, and optionally where in the
 program it was made.
 
-A call writes a few list items and reads the clock twice, nothing more:
+A call writes a list item and two doubles (the times: arrays of doubles,
+never resized) and reads the clock twice, nothing more:
 its note is decoded (dtype, count, bytes, op, root) only when the ring is
 written out (:meth:`Recorder.calls`, by :mod:`mpicoll.guard.dump`).
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from array import array
 from contextlib import contextmanager
 
 from mpicoll.collectives import COLLECTIVES
@@ -80,12 +82,11 @@ class Recorder:
     __slots__ = (
         "__weakref__",
         "begun",
-        "blocked",
+        "counts",
         "doing",
         "ended",
         "inflight",
         "notes",
-        "seq",
         "size",
         "slots",
         "stack",
@@ -93,8 +94,9 @@ class Recorder:
     )
 
     def __init__(self, size: int = DEFAULT_CALLS, stack: bool = False):
-        self.seq = 0  # the last call begun on the communicator
-        self.blocked = 0  # the call this rank is blocked in, 0: none
+        #: :attr:`seq` and :attr:`blocked`, as 64-bit integers written in
+        #: place (a stamp in C writes them through the array's buffer)
+        self.counts = array("q", bytes(16))
         #: while blocked in a hand-built call: its steps and the index of
         #: the one being run (``steps``, ``at``), else None
         self.inflight = None
@@ -106,10 +108,28 @@ class Recorder:
         #: a slot's call ended if its end is not before its beginning (an
         #: end left by the slot's previous call is)
         self.notes: list = [None] * n
-        self.begun = [0.0] * n
-        self.ended = [0.0] * n
+        self.begun = array("d", bytes(8 * n))  # doubles, written in place
+        self.ended = array("d", bytes(8 * n))
         self.stack = stack
         self.stacks: list = [None] * n if stack else []
+
+    @property
+    def seq(self) -> int:
+        """The last call begun on the communicator (0: none yet)."""
+        return self.counts[0]
+
+    @seq.setter
+    def seq(self, seq: int) -> None:
+        self.counts[0] = seq
+
+    @property
+    def blocked(self) -> int:
+        """The call this rank is blocked in (0: none)."""
+        return self.counts[1]
+
+    @blocked.setter
+    def blocked(self, seq: int) -> None:
+        self.counts[1] = seq
 
     @classmethod
     def from_environment(cls) -> Recorder:
@@ -230,16 +250,17 @@ class Stamped:
     (:mod:`mpicoll.guard.twins`); :data:`FastStamped` is the one that
     runs."""
 
-    __slots__ = ("begun", "ended", "note", "notes", "rec", "run", "slots")
+    __slots__ = ("begun", "counts", "ended", "note", "notes", "run", "slots")
 
     def __init__(self, run, note: tuple, recorder: Recorder) -> None:
-        self.run, self.note, self.rec = run, note, recorder
-        self.notes, self.begun, self.ended, self.slots = \
-            recorder.notes, recorder.begun, recorder.ended, recorder.slots
+        self.run, self.note = run, note
+        self.counts, self.notes, self.begun, self.ended, self.slots = \
+            recorder.counts, recorder.notes, recorder.begun, \
+            recorder.ended, recorder.slots
 
     def __call__(self, *args):
-        rec = self.rec
-        seq = rec.seq = rec.blocked = rec.seq + 1
+        counts = self.counts  # seq, blocked
+        seq = counts[0] = counts[1] = counts[0] + 1
         i = seq % self.slots
         self.notes[i] = self.note
         self.begun[i] = now()
@@ -247,7 +268,7 @@ class Stamped:
             return self.run(*args)
         finally:
             self.ended[i] = now()
-            rec.blocked = 0
+            counts[1] = 0
 
 
 FastStamped = accelerated("mpicoll.guard._stamp", "Stamped", Stamped)

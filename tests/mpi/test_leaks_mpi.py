@@ -295,9 +295,7 @@ class Snapshot:
         self.caches = caches(comm)
         comm._engine.forget_replays()
         ring = comm._engine.ctx.recorder
-        for kept, empty in ((ring.notes, None), (ring.begun, 0.0),
-                            (ring.ended, 0.0)):
-            kept[:] = [empty] * ring.slots
+        ring.notes[:] = [None] * ring.slots  # (its times: arrays of doubles)
         if census == "before":
             self.live = live()
         gc.collect()

@@ -17,6 +17,7 @@ import inspect
 import mmap
 import sys
 import sysconfig
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -261,6 +262,42 @@ def test_a_stamped_call_that_raises_is_ended(Stamped):
     assert rec.begun[1] <= rec.ended[1]
 
 
+class Seen:
+    """Records how its method was called (its arguments)."""
+
+    def __init__(self) -> None:
+        self.seen: list = []
+
+    def method(self, *args, **kwargs):
+        self.seen.append((args, kwargs))
+        return len(self.seen)
+
+
+@pytest.mark.parametrize("Stamped", STAMPS)
+@pytest.mark.parametrize("run", ["method", "partial", "partial-of-method",
+                                 "keywords"])
+def test_a_stamped_call_passes_its_arguments_on(Stamped, run):
+    """A kept run is called as itself: a partial (the C twin calls its
+    function with its arguments, the instance of a bound method first)
+    gets its own arguments, then the call's, keywords last."""
+    rec, calls = Recorder(size=4), Seen()
+    kept = {"method": calls.method,
+            "partial": partial(Seen.method, calls, 1),
+            "partial-of-method": partial(calls.method, 1, 2),
+            "keywords": partial(calls.method, 1, key="kept")}[run]
+    bound = {"method": (), "partial": (1,), "partial-of-method": (1, 2),
+             "keywords": (1,)}[run]
+    stamped = Stamped(kept, ("barrier", "native", "blocking", None, 0,
+                             None, 0), rec)
+    assert stamped() == 1
+    assert stamped("a", "b") == 2
+    assert stamped(*range(9)) == 3  # (more than the C twin's stack)
+    kwargs = {"key": "kept"} if run == "keywords" else {}
+    assert calls.seen == [(bound, kwargs), ((*bound, "a", "b"), kwargs),
+                          ((*bound, *range(9)), kwargs)]
+    assert rec.seq == 3
+
+
 def released():
     view = memoryview(bytearray(8))
     view.release()
@@ -365,15 +402,6 @@ def test_a_closed_mmap_raises_as_len_does(Keys):
     m.close()
     with pytest.raises(ValueError):
         Keys(other)("Bcast", "auto", m, 0)
-
-
-@pytest.mark.parametrize("Stamped", STAMPS)
-def test_a_stamped_call_passes_its_arguments_on(Stamped):
-    rec = Recorder(size=4)
-    stamped = Stamped(lambda *args, **kw: (args, kw), ("barrier",), rec)
-    assert stamped(1, (2,)) == ((1, (2,)), {})
-    assert stamped() == ((), {})
-    assert rec.seq == 2
 
 
 class Kept(likeness_module.Likeness):
