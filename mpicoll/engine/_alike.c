@@ -11,15 +11,18 @@
  * False (the full path says why). Other kept calls go to Likeness.alike,
  * and calls found in the replay table to the gate's fallback.
  *
+ * The kind it made last is tried first: where the call fits its key
+ * (Keys.fits: no key made, hashed or looked up), that kept call is made,
+ * unless it left the table since (its ``direct`` then None).
+ *
  * Cost: a tuple of two ids and one dict lookup (two for message specs),
- * the key and its lookup, five attribute reads of the kept call, and the
- * stamped call.
+ * the last kind's fit (else the key and its lookup), one attribute read
+ * of the kept call, and the stamped call.
  */
 
 #include "_gate.h"
 
-static PyObject *str_agreement, *str_flat, *str_slots, *str_pair,
-                *str_stamped, *str_undo;
+static PyObject *str_direct;
 
 /* 1: the buffers x and y (each exporting one contiguous buffer) do not
  * overlap; 0: they do, or either exports none (error cleared) */
@@ -43,80 +46,55 @@ apart(PyObject *x, PyObject *y)
     return !overlap;
 }
 
-/* attribute ``name`` of obj is None (1), is not (0), or raised (-1) */
-static int
-is_none(PyObject *obj, PyObject *name)
-{
-    PyObject *value = PyObject_GetAttr(obj, name);
-    if (value == NULL)
-        return -1;
-    Py_DECREF(value);
-    return value == Py_None;
-}
-
 /* Make ``kept`` (an _Alike of mpicoll.engine.likeness) on the call's
  * objects as its made() does, where it is a library call without a count
- * agreement whose send and receive buffers (if it has both) are apart:
- * RAN, DECLINED (mpi4py refused the arguments: undone), FAILED, or
- * MISSED (not such a call: Likeness.alike decides) */
+ * agreement (its ``direct``: stamped, slots, pair, undo) whose send and
+ * receive buffers (if it has both) are apart: RAN, DECLINED (mpi4py
+ * refused the arguments: undone), FAILED, or MISSED (not such a call:
+ * Likeness.alike decides) */
 static int
 made(Gate *g, PyObject *kept, PyObject *const *objects)
 {
-    int simple = is_none(kept, str_agreement);
-    if (simple == 1) {
-        PyObject *flat = PyObject_GetAttr(kept, str_flat);
-        simple = flat == NULL ? -1 : flat == Py_False;
-        Py_XDECREF(flat);
-    }
-    if (simple != 1)
-        return simple < 0 ? FAILED : MISSED;
-    PyObject *pair = PyObject_GetAttr(kept, str_pair);
-    PyObject *slots = PyObject_GetAttr(kept, str_slots);
-    PyObject *stamped = PyObject_GetAttr(kept, str_stamped);
-    int done = FAILED;
-    if (pair == NULL || slots == NULL || stamped == NULL)
-        goto out;
-    done = MISSED;
+    PyObject *direct = PyObject_GetAttr(kept, str_direct);
+    if (direct == NULL)
+        return FAILED;
+    int done = MISSED;
+    if (!PyTuple_CheckExact(direct) || PyTuple_GET_SIZE(direct) != 4)
+        goto out;  /* None: Likeness.alike makes it */
+    PyObject *stamped = PyTuple_GET_ITEM(direct, 0);
+    PyObject *slots = PyTuple_GET_ITEM(direct, 1);
+    PyObject *pair = PyTuple_GET_ITEM(direct, 2);
+    PyObject *undo = PyTuple_GET_ITEM(direct, 3);
     if (!PyTuple_CheckExact(slots) || PyTuple_GET_SIZE(slots) > 4 ||
             (pair != Py_None && (!PyTuple_CheckExact(pair) ||
                                  PyTuple_GET_SIZE(pair) != 2)))
         goto out;
     PyObject *args[4];
+    Py_ssize_t at[6];  /* the slots' positions, then the pair's */
     Py_ssize_t n = PyTuple_GET_SIZE(slots);
-    for (Py_ssize_t k = 0; k < n + (pair != Py_None ? 2 : 0); k++) {
-        PyObject *at = k < n ? PyTuple_GET_ITEM(slots, k) :
+    Py_ssize_t m = n + (pair != Py_None ? 2 : 0);
+    for (Py_ssize_t k = 0; k < m; k++) {
+        PyObject *i = k < n ? PyTuple_GET_ITEM(slots, k) :
             PyTuple_GET_ITEM(pair, k - n);
-        Py_ssize_t i = PyLong_Check(at) ? PyLong_AsSsize_t(at) : -1;
-        if (i < 0 || i > 3) {
+        at[k] = PyLong_Check(i) ? PyLong_AsSsize_t(i) : -1;
+        if (at[k] < 0 || at[k] > 3) {
             PyErr_Clear();
             goto out;
         }
         if (k < n)
-            args[k] = objects[i];
+            args[k] = objects[at[k]];
     }
-    if (pair != Py_None &&
-            !apart(objects[PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0))],
-                   objects[PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 1))]))
+    if (pair != Py_None && !apart(objects[at[n]], objects[at[n + 1]]))
         goto out;  /* overlapping, or not plain buffers: alike() says */
     done = outcome(PyObject_Vectorcall(stamped, args, n, NULL), g->refused);
-    if (done == DECLINED) {
-        PyObject *undo = PyObject_GetAttr(kept, str_undo);
-        if (undo == NULL) {
+    if (done == DECLINED && undo != Py_None) {
+        PyObject *r = PyObject_CallNoArgs(undo);
+        if (r == NULL)
             done = FAILED;
-        } else {
-            if (undo != Py_None) {
-                PyObject *r = PyObject_CallNoArgs(undo);
-                if (r == NULL)
-                    done = FAILED;
-                Py_XDECREF(r);
-            }
-            Py_DECREF(undo);
-        }
+        Py_XDECREF(r);
     }
 out:
-    Py_XDECREF(pair);
-    Py_XDECREF(slots);
-    Py_XDECREF(stamped);
+    Py_DECREF(direct);  /* (it held what was read of it) */
     return done;
 }
 
@@ -160,6 +138,30 @@ in_table(PyObject *replays, PyObject *const *objects, int items)
     return known;
 }
 
+/* made() of the kind the miss path ran last, where the call (full: its
+ * memo) fits its key: RAN, DECLINED, FAILED, or MISSED (none kept, not
+ * that kind, or one no longer made here: the key's lookup decides) */
+static int
+last_made(Gate *g, PyObject *const *full)
+{
+    if (g->last_key == NULL)
+        return MISSED;
+    PyObject *args[] = {g->last_key, full[0], full[1], full[2], full[3],
+                        full[4], full[5]};
+    PyObject *fits = PyObject_Vectorcall(g->fits, args, 7, NULL);
+    if (fits == NULL)
+        return FAILED;
+    int same = fits == Py_True;
+    Py_DECREF(fits);
+    if (!same)
+        return MISSED;
+    PyObject *kept = g->last_kept;
+    Py_INCREF(kept);  /* the call may replace it */
+    int done = made(g, kept, full + 2);
+    Py_DECREF(kept);
+    return done;
+}
+
 /* A miss: the call kept by likeness run at once where it is simple (see
  * made), else the answer of the Python twin's path: fallback (objects,
  * or a message spec's items, in the replay table) or Likeness.alike */
@@ -180,19 +182,28 @@ missed(Gate *g, PyObject *name, PyObject *algorithm,
         return PyObject_Vectorcall(g->fallback, full, 6, NULL);
     if (PyDict_GET_SIZE(g->kinds) == 0)
         Py_RETURN_FALSE;
+    int done = last_made(g, full);
+    if (done != MISSED)
+        return answer(done);
     PyObject *key = PyObject_Vectorcall(g->key, full, 6, NULL);
     if (key == NULL)
         return NULL;
     PyObject *kept = PyDict_GetItemWithError(g->kinds, key);  /* borrowed */
-    Py_DECREF(key);
     if (kept == NULL) {
+        Py_DECREF(key);
         if (PyErr_Occurred())
             return NULL;
         Py_RETURN_FALSE;
     }
     Py_INCREF(kept);  /* the call may drop it from the table */
-    int done = made(g, kept, objects);
-    Py_DECREF(kept);
+    done = made(g, kept, objects);
+    if (done == RAN) {  /* the kind to try first next time */
+        Py_XSETREF(g->last_key, key);
+        Py_XSETREF(g->last_kept, kept);
+    } else {
+        Py_DECREF(key);
+        Py_DECREF(kept);
+    }
     if (done != MISSED)
         return answer(done);
     return PyObject_Vectorcall(g->alike, full, 6, NULL);
@@ -201,12 +212,6 @@ missed(Gate *g, PyObject *name, PyObject *algorithm,
 int
 alike_ready(void)
 {
-    str_agreement = PyUnicode_InternFromString("agreement");
-    str_flat = PyUnicode_InternFromString("flat");
-    str_slots = PyUnicode_InternFromString("slots");
-    str_pair = PyUnicode_InternFromString("pair");
-    str_stamped = PyUnicode_InternFromString("stamped");
-    str_undo = PyUnicode_InternFromString("undo");
-    return str_agreement && str_flat && str_slots && str_pair &&
-        str_stamped && str_undo ? 0 : -1;
+    str_direct = PyUnicode_InternFromString("direct");
+    return str_direct ? 0 : -1;
 }

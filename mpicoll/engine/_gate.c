@@ -255,10 +255,12 @@ gate_init(PyObject *self, PyObject *args, PyObject *kwds)
         PyObject *replays = PyObject_GetAttrString(likeness, "_replays");
         PyObject *kinds = PyObject_GetAttrString(likeness, "_kinds");
         PyObject *key = PyObject_GetAttrString(likeness, "_key");
+        PyObject *fits = key == NULL ? NULL :
+            PyObject_GetAttrString(key, "fits");
         PyObject *alike = PyObject_GetAttrString(likeness, "alike");
         PyObject *refused = PyObject_GetAttrString(likeness, "refused");
         if (replays == NULL || kinds == NULL || key == NULL ||
-                alike == NULL || refused == NULL ||
+                fits == NULL || alike == NULL || refused == NULL ||
                 !PyDict_CheckExact(replays) || !PyDict_CheckExact(kinds)) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_TypeError, "a likeness's tables are "
@@ -266,6 +268,7 @@ gate_init(PyObject *self, PyObject *args, PyObject *kwds)
             Py_XDECREF(replays);
             Py_XDECREF(kinds);
             Py_XDECREF(key);
+            Py_XDECREF(fits);
             Py_XDECREF(alike);
             Py_XDECREF(refused);
             return -1;
@@ -273,6 +276,7 @@ gate_init(PyObject *self, PyObject *args, PyObject *kwds)
         Py_XSETREF(g->replays, replays);
         Py_XSETREF(g->kinds, kinds);
         Py_XSETREF(g->key, key);
+        Py_XSETREF(g->fits, fits);
         Py_XSETREF(g->alike, alike);
         Py_XSETREF(g->refused, refused);
     }
@@ -317,6 +321,9 @@ gate_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(g->replays);
     Py_VISIT(g->kinds);
     Py_VISIT(g->key);
+    Py_VISIT(g->fits);
+    Py_VISIT(g->last_key);
+    Py_VISIT(g->last_kept);
     Py_VISIT(g->alike);
     Py_VISIT(g->refused);
     return 0;
@@ -332,6 +339,9 @@ gate_clear(PyObject *self)
     Py_CLEAR(g->replays);
     Py_CLEAR(g->kinds);
     Py_CLEAR(g->key);
+    Py_CLEAR(g->fits);
+    Py_CLEAR(g->last_key);
+    Py_CLEAR(g->last_kept);
     Py_CLEAR(g->alike);
     Py_CLEAR(g->refused);
     return 0;

@@ -16,9 +16,11 @@ typedef struct {
     PyObject *fallback;  /* fallback(name, algorithm, buf, a, b, c) */
     PyObject *declined;  /* the exception that answers False */
     /* of the engine's Likeness (all NULL without one): its replay table,
-     * its table of calls kept by likeness, its key, its alike() and the
-     * exceptions by which mpi4py refuses arguments */
-    PyObject *replays, *kinds, *key, *alike, *refused;
+     * its table of calls kept by likeness, its key and the key's fits(),
+     * its alike() and the exceptions by which mpi4py refuses arguments */
+    PyObject *replays, *kinds, *key, *fits, *alike, *refused;
+    /* the key and kept call the miss path made last (NULL: none yet) */
+    PyObject *last_key, *last_kept;
     int pass_once;       /* answer the next call False, unchecked */
     vectorcallfunc vectorcall;
 } Gate;

@@ -141,6 +141,11 @@ class Keys:
                 return None
         return (name, algorithm, *parts)
 
+    def fits(self, key, name, algorithm, buf, a=None, b=None, c=None, /):
+        """Whether the call's key is ``key`` (the C twin finds out without
+        making the call's key)."""
+        return key is not None and self(name, algorithm, buf, a, b, c) == key
+
 
 FastKeys = accelerated("mpicoll.engine._likeness", "Keys", Keys)
 
@@ -250,15 +255,19 @@ class Likeness:
         kept = self._kinds.get(key)
         if kept is not None and kept.slots == tuple(slots) and \
                 _same_call(kept.call, call):
-            kept.agreement = agreement  # the latest counts seen
+            kept.agreed(agreement)  # the latest counts seen
             return  # the same call: keep it, its rebinding and its recent
+        if kept is not None:
+            kept.dropped()
         if len(self._kinds) >= KINDS and key not in self._kinds:
-            del self._kinds[next(iter(self._kinds))]  # the oldest
+            self._kinds.pop(next(iter(self._kinds))).dropped()  # the oldest
         self._kinds[key] = _Alike(call, tuple(slots), flat, tuple(buffers),
                                   tuple(held), self.recorder, self.note,
                                   agreement)
 
     def forget(self) -> None:
+        for kept in self._kinds.values():
+            kept.dropped()
         self._kinds.clear()
 
 
@@ -278,11 +287,11 @@ class _Alike:
 
     The C replay gate (:mod:`mpicoll.engine.gate`) makes a kept library
     call itself, as :meth:`made` does, where ``flat`` is False and
-    ``agreement`` None, reading ``slots``, ``pair``, ``stamped`` and
-    ``undo``."""
+    ``agreement`` None: it reads them all at once, as ``direct``
+    (``(stamped, slots, pair, undo)``, else None)."""
 
-    __slots__ = ("agreement", "buffers", "call", "flat", "held", "one",
-                 "pair", "pick", "recent", "slots", "stamped", "undo")
+    __slots__ = ("agreement", "buffers", "call", "direct", "flat", "held",
+                 "one", "pair", "pick", "recent", "slots", "stamped", "undo")
 
     def __init__(self, call, slots, flat, buffers, held, recorder, note,
                  agreement=None) -> None:
@@ -292,10 +301,21 @@ class _Alike:
         self.stamped = call if recorder is None else \
             recorder.wrap(call, note)
         self.undo = None if recorder is None else recorder.undo_last
-        self.agreement = agreement  # made again before each call
+        self.agreed(agreement)
         self.pick = itemgetter(*slots) if slots and not flat else _none
         self.one = len(slots) == 1
         self.recent: dict[int, tuple] = {}
+
+    def agreed(self, agreement) -> None:
+        """Keep ``agreement`` (or None), made again before each call."""
+        self.agreement = agreement
+        self.direct = None if self.flat or agreement is not None else (
+            self.stamped, self.slots, self.pair, self.undo)
+
+    def dropped(self) -> None:
+        """Out of the table: the C gate, which may hold it as the kind it
+        ran last, no longer makes it (``direct`` None)."""
+        self.direct = None
 
     def made(self, objects: tuple) -> bool:
         """Make the call on ``objects`` (the memo's ``buf, a, b, c``);

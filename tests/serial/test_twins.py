@@ -347,6 +347,29 @@ def test_a_key_holds_each_arguments_likeness(Keys, arg, held):
         assert part == held
 
 
+def specs_of(arg) -> list:
+    """``arg`` as itself and in message specs, first and past first."""
+    return [arg, [arg, 1, MPI.BYTE], (arg,), [bytearray(2), arg], []]
+
+
+@pytest.mark.parametrize("Keys", KEYS)
+def test_a_key_fits_exactly_the_calls_it_is_the_key_of(Keys):
+    """``fits(key, *memo)`` is ``key == Keys(*memo)``, for every pair of
+    arguments, alone and in specs (the C twin answers without making the
+    call's key)."""
+    keys = Keys(other)
+    args = [spec for arg, _ in ARGUMENTS for spec in specs_of(arg)]
+    args += [0.0, 1 << 70, -(1 << 70), id(MPI.SUM)]  # ints like ids
+    for x in args:
+        key = keys("Bcast", "auto", x, 0)
+        for y in args:
+            fits = keys.fits(key, "Bcast", "auto", y, 0)
+            assert fits is (key is not None and
+                            keys("Bcast", "auto", y, 0) == key), (x, y)
+        assert not keys.fits(key, "Bcast", "ring", x, 0)
+        assert not keys.fits(key, "Bcast", "auto", x, 1)
+
+
 @pytest.mark.parametrize("Keys", KEYS)
 def test_a_spec_is_keyed_item_by_item(Keys):
     keys = Keys(other)
@@ -440,6 +463,35 @@ def test_new_objects_alike_make_the_kept_call(Gate):
     assert g("Bcast", "auto", np.ones(5), 0) is False  # another size
     assert g("Bcast", "auto", y, 1) is False  # another root
     assert len(kept.made) == 1 and calls.fallbacks == []
+
+
+@pytest.mark.parametrize("Gate", GATES)
+def test_a_kind_out_of_the_table_is_not_made(Gate):
+    """The C gate tries the kind it made last first: one replaced in the
+    table (kept again), given an agreement, or forgotten is not made
+    again from there."""
+    memo = ("Bcast", "auto", np.zeros(4), 0, None, None)
+    g, _, kept = a_likeness_gate(Gate, memo)
+    first = kept._kinds[kept._key(*memo)]
+    assert g("Bcast", "auto", np.ones(4), 0) is True
+    made = []
+    kept.remember(memo, lambda *args: made.append(args), memo[2:4])
+    y = np.ones(4)
+    assert g("Bcast", "auto", y, 0) is True
+    assert made == [(y, 0)] and len(kept.made) == 1  # the new kept call
+    assert first.direct is None
+    exchanges = []
+
+    class Agreement:
+        def exchange(self):
+            exchanges.append(len(made))
+
+    kept._kinds[kept._key(*memo)].agreed(Agreement())
+    assert g("Bcast", "auto", y, 0) is True  # by Likeness.alike: exchanged
+    assert exchanges == [1] and made == [(y, 0)] * 2
+    kept.forget()
+    assert g("Bcast", "auto", y, 0) is False  # none kept
+    assert len(made) == 2
 
 
 @pytest.mark.parametrize("Gate", GATES)
