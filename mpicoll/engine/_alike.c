@@ -11,9 +11,13 @@
  * False (the full path says why). Other kept calls go to Likeness.alike,
  * and calls found in the replay table to the gate's fallback.
  *
- * The kind it made last is tried first: where the call fits its key
- * (Keys.fits: no key made, hashed or looked up), that kept call is made,
- * unless it left the table since (its ``direct`` then None).
+ * The kind it made last is tried first, before the replay table: where
+ * the call fits its key (Keys.fits: no key made, hashed or looked up),
+ * that kept call is made, unless it left the table since (its ``direct``
+ * then None). A call on objects the replay table also holds is then
+ * made by likeness: the same library call on the same objects (a kept
+ * call with a count agreement, or a hand-built one, is never made here;
+ * in check mode nothing is kept by likeness).
  *
  * Cost: a tuple of two ids and one dict lookup (two for message specs),
  * the last kind's fit (else the key and its lookup), one attribute read
@@ -173,6 +177,9 @@ missed(Gate *g, PyObject *name, PyObject *algorithm,
                         objects[3]};
     if (g->kinds == NULL)
         return PyObject_Vectorcall(g->fallback, full, 6, NULL);
+    int done = last_made(g, full);  /* (the same call the table's would be) */
+    if (done != MISSED)
+        return answer(done);
     int known = in_table(g->replays, objects, 0);
     if (known == 0 && (is_spec(objects[0]) || is_spec(objects[1])))
         known = in_table(g->replays, objects, 1);
@@ -182,9 +189,6 @@ missed(Gate *g, PyObject *name, PyObject *algorithm,
         return PyObject_Vectorcall(g->fallback, full, 6, NULL);
     if (PyDict_GET_SIZE(g->kinds) == 0)
         Py_RETURN_FALSE;
-    int done = last_made(g, full);
-    if (done != MISSED)
-        return answer(done);
     PyObject *key = PyObject_Vectorcall(g->key, full, 6, NULL);
     if (key == NULL)
         return NULL;

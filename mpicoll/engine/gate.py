@@ -30,7 +30,9 @@ runs. What the C twin saves is the Python frames: a
 replayed call, or one on new objects run by likeness, then runs no Python
 between the face method and mpi4py's own call
 (``bench/wrap_instructions.py``; docs/performance.md, "Wrapping an mpi4py
-program").
+program"). On a miss the C twin first tries the kind of call it made
+last by likeness, before the replay table (a library call kept in both
+is the same call on the same objects either way).
 """
 
 from __future__ import annotations
