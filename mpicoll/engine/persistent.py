@@ -177,7 +177,8 @@ class _Direct(Persistent):
         self._running = True
         rec = self._recorder
         if rec is not None:  # Recorder.begin, inlined (a posted call)
-            seq = self._seq = rec.seq = rec.seq + 1
+            counts = rec.counts  # (seq, blocked)
+            seq = self._seq = counts[0] = counts[0] + 1
             i = seq % rec.slots
             rec.notes[i] = self._note
             rec.begun[i] = now()
@@ -196,13 +197,11 @@ class _Direct(Persistent):
             if rec is None:
                 self._block()
             else:  # this rank is blocked in the run meanwhile
-                rec.blocked = self._seq
-                rec.inflight = self._inflight
+                rec.waiting(self._seq, self._inflight)
                 try:
                     self._block()
                 finally:
-                    rec.blocked = 0
-                    rec.inflight = None
+                    rec.waited(self._seq)
             self._completed()
         return True
 

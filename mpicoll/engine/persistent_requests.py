@@ -61,7 +61,8 @@ class _Recorded:
         self._running = True
         rec = self._recorder
         if rec is not None:  # Recorder.begin, inlined (a posted call)
-            seq = rec.seq = rec.seq + 1
+            counts = rec.counts  # (seq, blocked)
+            seq = counts[0] = counts[0] + 1
             i = seq % rec.slots
             rec.notes[i] = self._note
             rec.begun[i] = now()

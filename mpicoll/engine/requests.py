@@ -116,8 +116,7 @@ class _Waiting:
         stamp = self._stamp
         if stamp is not None:
             recorder, seq = stamp
-            recorder.blocked = seq
-            recorder.inflight = self._position()
+            recorder.waiting(seq, self._position())
         try:
             if timeout is not None:
                 if not poll(self._poll, timeout):
@@ -133,9 +132,8 @@ class _Waiting:
                               self._pending)
             self._block(status)
         finally:
-            if stamp is not None and recorder.blocked == seq:
-                recorder.blocked = 0
-                recorder.inflight = None
+            if stamp is not None:
+                recorder.waited(seq)
         self._ended()
 
 
