@@ -106,7 +106,7 @@ record new-arrays-n2 "$mpiexec" -n 2 "$py" bench/new_arrays.py
 for c in allreduce bcast; do
     record "osu-n2-$c" on2 bench/osu_check.py -c "$c"
 done
-record wrap-demos-n2 on2 bench/wrap_cost.py demos
+record wrap-demos-n2 on2 bench/wrap_cost.py demos --runs 9
 record wrap-forms-n2 on2 bench/wrap_cost.py forms
 if command -v valgrind > /dev/null; then
     record wrap-instructions "$py" bench/wrap_instructions.py
