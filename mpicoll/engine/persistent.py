@@ -177,8 +177,7 @@ class _Direct(Persistent):
         self._running = True
         rec = self._recorder
         if rec is not None:  # Recorder.begin, inlined (a posted call)
-            counts = rec.counts  # (seq, blocked)
-            seq = self._seq = counts[0] = counts[0] + 1
+            seq = self._seq = rec.seq = rec.seq + 1
             i = seq % rec.slots
             rec.notes[i] = self._note
             rec.begun[i] = now()
@@ -197,11 +196,13 @@ class _Direct(Persistent):
             if rec is None:
                 self._block()
             else:  # this rank is blocked in the run meanwhile
-                rec.waiting(self._seq, self._inflight)
+                rec.blocked = self._seq
+                rec.inflight = self._inflight
                 try:
                     self._block()
                 finally:
-                    rec.waited(self._seq)
+                    rec.blocked = 0
+                    rec.inflight = None
             self._completed()
         return True
 

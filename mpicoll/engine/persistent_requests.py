@@ -61,8 +61,7 @@ class _Recorded:
         self._running = True
         rec = self._recorder
         if rec is not None:  # Recorder.begin, inlined (a posted call)
-            counts = rec.counts  # (seq, blocked)
-            seq = counts[0] = counts[0] + 1
+            seq = rec.seq = rec.seq + 1
             i = seq % rec.slots
             rec.notes[i] = self._note
             rec.begun[i] = now()

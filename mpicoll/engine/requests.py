@@ -116,7 +116,8 @@ class _Waiting:
         stamp = self._stamp
         if stamp is not None:
             recorder, seq = stamp
-            recorder.waiting(seq, self._position())
+            recorder.blocked = seq
+            recorder.inflight = self._position()
         try:
             if timeout is not None:
                 if not poll(self._poll, timeout):
@@ -132,8 +133,9 @@ class _Waiting:
                               self._pending)
             self._block(status)
         finally:
-            if stamp is not None:
-                recorder.waited(seq)
+            if stamp is not None and recorder.blocked == seq:
+                recorder.blocked = 0
+                recorder.inflight = None
         self._ended()
 
 

@@ -125,11 +125,14 @@ class Work:
             self._wait(timeout)
             return
         recorder, seq = stamp
-        recorder.waiting(seq, self._execution)  # round and peer, hand-built
+        recorder.blocked = seq
+        recorder.inflight = self._execution  # round and peer, hand-built
         try:
             self._wait(timeout)
         finally:
-            recorder.waited(seq)
+            if recorder.blocked == seq:
+                recorder.blocked = 0
+                recorder.inflight = None
 
     def _wait(self, timeout: float | None) -> None:
         if timeout is None and self._watch is not None:

@@ -94,8 +94,7 @@ class Recorder:
 
     def __init__(self, size: int = DEFAULT_CALLS, stack: bool = False):
         #: :attr:`seq` and :attr:`blocked`, as 64-bit integers written in
-        #: place (a stamp in C writes them through the array's buffer;
-        #: the hot paths in Python read and write it directly)
+        #: place (a stamp in C writes them through the array's buffer)
         self.counts = array("q", bytes(16))
         #: while blocked in a hand-built call: its steps and the index of
         #: the one being run (``steps``, ``at``), else None
@@ -166,13 +165,12 @@ class Recorder:
         """A call begins (a blocking one: this rank is blocked in it
         until :meth:`end`; else it is posted, and its waits mark it
         blocked): its number."""
-        counts = self.counts  # (seq, blocked)
-        seq = counts[0] = counts[0] + 1
+        seq = self.seq = self.seq + 1
         i = seq % self.slots
         self.notes[i] = note
         self.begun[i] = now()
         if blocking:
-            counts[1] = seq
+            self.blocked = seq
         if self.stack:
             self.stacks[i] = call_site()
         return seq
@@ -180,22 +178,8 @@ class Recorder:
     def end(self, seq: int) -> None:
         """Call ``seq`` is complete (or raised)."""
         self.ended[seq % self.slots] = now()
-        counts = self.counts  # (seq, blocked)
-        if counts[1] == seq:
-            counts[1] = 0
-
-    def waiting(self, seq: int, inflight=None) -> None:
-        """This rank is blocked waiting for posted call ``seq`` (where a
-        hand-built one is: ``inflight``, see :attr:`inflight`)."""
-        self.counts[1] = seq
-        self.inflight = inflight
-
-    def waited(self, seq: int) -> None:
-        """The wait for call ``seq`` returned (or raised)."""
-        counts = self.counts  # (seq, blocked)
-        if counts[1] == seq:
-            counts[1] = 0
-            self.inflight = None
+        if self.blocked == seq:
+            self.blocked = 0
 
     def undo(self, seq: int) -> None:
         """Call ``seq``, just begun, was refused before any message moved
