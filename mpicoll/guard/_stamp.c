@@ -9,22 +9,23 @@
  * 0 once ``run`` returns or raises. It passes its arguments on to
  * ``run`` and returns what ``run`` returns.
  *
- * The recorder's ``seq`` and ``blocked`` (its ``counts``, an array of two
- * 64-bit integers) and its ``begun`` and ``ended`` (arrays of doubles)
+ * The recorder's ``seq`` and ``blocked`` are slots of its class (its
+ * ``__slots__``), read and written where the class keeps them, as its
+ * member descriptors do; its ``begun`` and ``ended`` (arrays of doubles)
  * are written through their buffers, held for the stamp's life. A
  * ``run`` that is a functools.partial of positional arguments (what mpicoll.engine.engine keeps of a library call), of a
  * bound method or not, is called as its function with its arguments
  * (the instance first), as the partial and the method would call it.
  *
- * Cost: one vectorcall into C, two clock reads, one list store and a few
- * integer and double stores.
+ * Cost: one vectorcall into C, two clock reads, one new int, one list
+ * store and two double stores.
  */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stddef.h>
 #include <string.h>
-
+#include <structmember.h>
 #include <time.h>
 
 /* TWIN_VERSION: mpicoll.guard.twins's, passed by setup.py */
@@ -37,15 +38,16 @@ typedef struct {
     PyObject *note;
     PyObject *recorder;
     PyObject *notes;            /* the recorder's list of notes */
-    Py_buffer counts;           /* its seq and blocked */
     Py_buffer begun, ended;     /* its arrays of times */
     PyObject *function, *bound; /* run unwrapped: function(*bound, ...) */
     Py_ssize_t slots;
+    Py_ssize_t seq_at, blocked_at;  /* where the recorder holds them */
     vectorcallfunc vectorcall;
 } Stamped;
 
-static PyObject *str_counts, *str_slots, *str_notes, *str_begun, *str_ended,
-                *str_func, *str_args, *str_keywords, *partial_type;
+static PyObject *str_seq, *str_blocked, *str_slots, *str_notes, *str_begun,
+                *str_ended, *str_func, *str_args, *str_keywords, *zero,
+                *partial_type;
 
 static double
 clock_now(void)
@@ -79,8 +81,22 @@ stamped_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
                    PyObject *kwnames)
 {
     Stamped *s = (Stamped *)self;
-    long long *counts = s->counts.buf;  /* seq, blocked */
-    long long seq = counts[1] = ++counts[0];
+    PyObject **seq_slot = (PyObject **)((char *)s->recorder + s->seq_at);
+    PyObject **blocked_slot =
+        (PyObject **)((char *)s->recorder + s->blocked_at);
+    if (*seq_slot == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "the recorder has no seq");
+        return NULL;
+    }
+    Py_ssize_t seq = PyLong_AsSsize_t(*seq_slot);
+    if (seq == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *number = PyLong_FromSsize_t(++seq);
+    if (number == NULL)
+        return NULL;
+    Py_INCREF(number);
+    Py_XSETREF(*seq_slot, number);
+    Py_XSETREF(*blocked_slot, number);
     Py_ssize_t i = seq % s->slots;
     PyObject *old = PyList_GET_ITEM(s->notes, i);
     Py_INCREF(s->note);
@@ -90,8 +106,28 @@ stamped_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
     PyObject *ran = call_run(s, args, nargsf, kwnames);
     /* finally: the end stamp, whether run returned or raised */
     ((double *)s->ended.buf)[i] = clock_now();
-    counts[1] = 0;
+    Py_INCREF(zero);
+    Py_XSETREF(*blocked_slot, zero);
     return ran;
+}
+
+/* the offset at which instances of rec's class keep the slot ``name``
+ * (an object slot of its __slots__), or -1 with an error set */
+static Py_ssize_t
+slot_offset(PyObject *rec, PyObject *name)
+{
+    PyObject *descr = PyObject_GetAttr((PyObject *)Py_TYPE(rec), name);
+    if (descr == NULL)
+        return -1;
+    Py_ssize_t offset = -1;
+    if (Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
+            ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX)
+        offset = ((PyMemberDescrObject *)descr)->d_member->offset;
+    else
+        PyErr_Format(PyExc_TypeError, "the recorder's %U is not a slot of "
+                     "its class", name);
+    Py_DECREF(descr);
+    return offset;
 }
 
 /* the recorder's list attribute ``name`` of ``slots`` items, or NULL */
@@ -108,25 +144,23 @@ slot_list(PyObject *rec, PyObject *name, Py_ssize_t slots)
     return list;
 }
 
-/* view: the buffer of the recorder's array attribute ``name``, ``n``
- * writable items of ``format`` and ``size`` bytes: 0, or -1 with an error
- * set (view left empty) */
+/* view: the buffer of the recorder's array attribute ``name``, writable
+ * doubles, one per slot: 0, or -1 with an error set (view left empty) */
 static int
-slot_array(PyObject *rec, PyObject *name, const char *format, Py_ssize_t size,
-           Py_ssize_t n, Py_buffer *view)
+slot_times(PyObject *rec, PyObject *name, Py_ssize_t slots, Py_buffer *view)
 {
-    PyObject *array = PyObject_GetAttr(rec, name);
-    if (array == NULL)
+    PyObject *times = PyObject_GetAttr(rec, name);
+    if (times == NULL)
         return -1;
-    int got = PyObject_GetBuffer(array, view, PyBUF_WRITABLE | PyBUF_FORMAT);
-    Py_DECREF(array);
+    int got = PyObject_GetBuffer(times, view, PyBUF_WRITABLE | PyBUF_FORMAT);
+    Py_DECREF(times);
     if (got < 0)
         return -1;
-    if (view->format == NULL || strcmp(view->format, format) != 0 ||
-            view->itemsize != size || view->len != n * size) {
+    if (view->format == NULL || strcmp(view->format, "d") != 0 ||
+            view->len != slots * (Py_ssize_t)sizeof(double)) {
         PyBuffer_Release(view);
         PyErr_Format(PyExc_TypeError, "the recorder's %U is not an array "
-                     "of %zd '%s' items", name, n, format);
+                     "of doubles, one per slot", name);
         return -1;
     }
     return 0;
@@ -215,6 +249,10 @@ stamped_init(PyObject *self, PyObject *args, PyObject *kwds)
             PyErr_SetString(PyExc_ValueError, "a recorder has slots");
         return -1;
     }
+    Py_ssize_t seq_at = slot_offset(rec, str_seq);
+    Py_ssize_t blocked_at = slot_offset(rec, str_blocked);
+    if (seq_at < 0 || blocked_at < 0)
+        return -1;
     PyObject *notes = slot_list(rec, str_notes, slots);
     if (notes == NULL)
         return -1;
@@ -223,14 +261,10 @@ stamped_init(PyObject *self, PyObject *args, PyObject *kwds)
         Py_DECREF(notes);
         return -1;
     }
-    Py_buffer *views[] = {&s->counts, &s->begun, &s->ended};
-    int made = slot_array(rec, str_counts, "q", sizeof(long long), 2,
-                          views[0]) < 0 ? 0 :
-        slot_array(rec, str_begun, "d", sizeof(double), slots,
-                   views[1]) < 0 ? 1 :
-        slot_array(rec, str_ended, "d", sizeof(double), slots,
-                   views[2]) < 0 ? 2 : 3;
-    if (made < 3) {
+    Py_buffer *views[] = {&s->begun, &s->ended};
+    int made = slot_times(rec, str_begun, slots, views[0]) < 0 ? 0 :
+        slot_times(rec, str_ended, slots, views[1]) < 0 ? 1 : 2;
+    if (made < 2) {
         for (int v = 0; v < made; v++)
             PyBuffer_Release(views[v]);
         Py_DECREF(notes);
@@ -248,6 +282,8 @@ stamped_init(PyObject *self, PyObject *args, PyObject *kwds)
     s->function = function;
     s->bound = bound;
     s->slots = slots;
+    s->seq_at = seq_at;
+    s->blocked_at = blocked_at;
     s->vectorcall = stamped_vectorcall;
     return 0;
 }
@@ -260,7 +296,6 @@ stamped_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(s->note);
     Py_VISIT(s->recorder);
     Py_VISIT(s->notes);
-    Py_VISIT(s->counts.obj);
     Py_VISIT(s->begun.obj);
     Py_VISIT(s->ended.obj);
     Py_VISIT(s->function);
@@ -276,8 +311,6 @@ stamped_clear(PyObject *self)
     Py_CLEAR(s->note);
     Py_CLEAR(s->recorder);
     Py_CLEAR(s->notes);
-    if (s->counts.obj != NULL)
-        PyBuffer_Release(&s->counts);
     if (s->begun.obj != NULL)
         PyBuffer_Release(&s->begun);
     if (s->ended.obj != NULL)
@@ -322,7 +355,9 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__stamp(void)
 {
-    str_counts = PyUnicode_InternFromString("counts");
+    str_seq = PyUnicode_InternFromString("seq");
+    str_blocked = PyUnicode_InternFromString("blocked");
+    zero = PyLong_FromLong(0);
     str_slots = PyUnicode_InternFromString("slots");
     str_notes = PyUnicode_InternFromString("notes");
     str_begun = PyUnicode_InternFromString("begun");
@@ -335,9 +370,10 @@ PyInit__stamp(void)
         return NULL;
     partial_type = PyObject_GetAttrString(functools, "partial");
     Py_DECREF(functools);
-    if (str_counts == NULL || str_slots == NULL || str_notes == NULL ||
-            str_begun == NULL || str_ended == NULL || str_func == NULL ||
-            str_args == NULL || str_keywords == NULL || partial_type == NULL ||
+    if (str_seq == NULL || str_blocked == NULL || zero == NULL ||
+            str_slots == NULL || str_notes == NULL || str_begun == NULL ||
+            str_ended == NULL || str_func == NULL || str_args == NULL ||
+            str_keywords == NULL || partial_type == NULL ||
             PyType_Ready(&StampedType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);

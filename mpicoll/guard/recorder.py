@@ -81,11 +81,12 @@ class Recorder:
     __slots__ = (
         "__weakref__",
         "begun",
-        "counts",
+        "blocked",
         "doing",
         "ended",
         "inflight",
         "notes",
+        "seq",
         "size",
         "slots",
         "stack",
@@ -93,9 +94,8 @@ class Recorder:
     )
 
     def __init__(self, size: int = DEFAULT_CALLS, stack: bool = False):
-        #: :attr:`seq` and :attr:`blocked`, as 64-bit integers written in
-        #: place (a stamp in C writes them through the array's buffer)
-        self.counts = array("q", bytes(16))
+        self.seq = 0  # the last call begun on the communicator
+        self.blocked = 0  # the call this rank is blocked in, 0: none
         #: while blocked in a hand-built call: its steps and the index of
         #: the one being run (``steps``, ``at``), else None
         self.inflight = None
@@ -111,24 +111,6 @@ class Recorder:
         self.ended = array("d", bytes(8 * n))
         self.stack = stack
         self.stacks: list = [None] * n if stack else []
-
-    @property
-    def seq(self) -> int:
-        """The last call begun on the communicator (0: none yet)."""
-        return self.counts[0]
-
-    @seq.setter
-    def seq(self, seq: int) -> None:
-        self.counts[0] = seq
-
-    @property
-    def blocked(self) -> int:
-        """The call this rank is blocked in (0: none)."""
-        return self.counts[1]
-
-    @blocked.setter
-    def blocked(self, seq: int) -> None:
-        self.counts[1] = seq
 
     @classmethod
     def from_environment(cls) -> Recorder:
@@ -261,17 +243,16 @@ class Stamped:
     (:mod:`mpicoll.guard.twins`); :data:`FastStamped` is the one that
     runs."""
 
-    __slots__ = ("begun", "counts", "ended", "note", "notes", "run", "slots")
+    __slots__ = ("begun", "ended", "note", "notes", "rec", "run", "slots")
 
     def __init__(self, run, note: tuple, recorder: Recorder) -> None:
-        self.run, self.note = run, note
-        self.counts, self.notes, self.begun, self.ended, self.slots = \
-            recorder.counts, recorder.notes, recorder.begun, \
-            recorder.ended, recorder.slots
+        self.run, self.note, self.rec = run, note, recorder
+        self.notes, self.begun, self.ended, self.slots = \
+            recorder.notes, recorder.begun, recorder.ended, recorder.slots
 
     def __call__(self, *args):
-        counts = self.counts  # seq, blocked
-        seq = counts[0] = counts[1] = counts[0] + 1
+        rec = self.rec
+        seq = rec.seq = rec.blocked = rec.seq + 1
         i = seq % self.slots
         self.notes[i] = self.note
         self.begun[i] = now()
@@ -279,7 +260,7 @@ class Stamped:
             return self.run(*args)
         finally:
             self.ended[i] = now()
-            counts[1] = 0
+            rec.blocked = 0
 
 
 FastStamped = accelerated("mpicoll.guard._stamp", "Stamped", Stamped)

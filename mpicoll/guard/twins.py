@@ -21,7 +21,7 @@ PURE_VAR = "MPICOLL_PURE"
 #: the contract between the C twins and their Python callers; each C
 #: module says which it was built for (its ``TWIN_VERSION``), and one
 #: built for another (a stale build beside newer sources) is not used
-TWIN_VERSION = 4
+TWIN_VERSION = 5
 
 
 def pure() -> bool:
